@@ -20,7 +20,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from types import FrameType
 
@@ -163,13 +163,23 @@ def live_pids() -> list[int]:
 atexit.register(kill_all)
 
 
+_seen = (0, 0)  # how many SIGINT/SIGTERM/SIGHUP the handlers below took, and the last one
+
+
+def signals_seen() -> tuple[int, int]:
+    """(how many SIGINT/SIGTERM/SIGHUP arrived so far, the last one): code that may swallow the Interrupted one raised
+    (asyncio's transports and callbacks let only KeyboardInterrupt and SystemExit through) compares before and after."""
+    return _seen
+
+
 def install_signal_handlers() -> None:
     """SIGINT, SIGTERM and SIGHUP unwind the main thread as Interrupted, so the entry point can kill
     every child and exit 128+signal with one line. Not KeyboardInterrupt: typer turns that into a
     silent exit 130 before the entry point sees it. A signal the parent ignores stays ignored."""
 
     def handler(signum: int, _frame: FrameType | None) -> None:
-        global _pending_signal
+        global _pending_signal, _seen
+        _seen = (_seen[0] + 1, signum)
         if _starting:  # between fork and registration: raise once the child is registered
             _pending_signal = signum
             return
@@ -182,6 +192,24 @@ def install_signal_handlers() -> None:
             signal.signal(sig, handler)
         except (ValueError, OSError):  # not the main thread, or not settable here
             pass
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP that arrive inside wait (in the main thread, where the handlers run) and are raised
+    as Interrupted on the way out: for a last clean-up that must finish, e.g. a server's forced teardown."""
+    global _starting, _pending_signal
+    main = threading.current_thread() is threading.main_thread()
+    if main:
+        _starting += 1
+    try:
+        yield
+    finally:
+        if main:
+            _starting -= 1
+            if not _starting and _pending_signal is not None:
+                signum, _pending_signal = _pending_signal, None
+                raise Interrupted(signum)
 
 
 def interrupted(exc: BaseException) -> tuple[int, str]:

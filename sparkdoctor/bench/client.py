@@ -35,6 +35,7 @@ STREAM_BASE_BYTES = 64 * 2**20
 STREAM_BYTES_PER_TOKEN = 1024
 EVENTS_BASE = 256
 EVENTS_PER_TOKEN = 4
+MAX_COUNT = 2**31  # the most tokens a `usage` count is believed for
 
 
 @dataclass(frozen=True)
@@ -105,9 +106,9 @@ def _kind_of(api: str, choice: dict[str, Any]) -> str | None:
     """The kind of the first non-empty text field of one streamed choice (None: it carries no text)."""
     if api == "completions":
         return "text" if choice.get("text") else None
-    delta = choice.get("delta") or {}
+    delta = choice.get("delta")
     for key, kind in (("content", "content"), ("reasoning_content", "reasoning"), ("reasoning", "reasoning")):
-        if delta.get(key):
+        if isinstance(delta, dict) and delta.get(key):
             return kind
     return None
 
@@ -145,6 +146,12 @@ def _is_done(line: bytes) -> bool:
     return line[5:].strip() == b"[DONE]"
 
 
+def _count(value: object) -> bool:
+    """A token count a server can mean: a whole number, not a bool, from 0 to MAX_COUNT (a 400-digit one overflowed
+    the rates' float division, a negative one made a negative rate)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+
+
 def _account(sample: Sample, api: str, events: list[tuple[float, bytes]], t0: float) -> Sample:
     """Fill a sample from the stamped events of its stream."""
     usage: dict[str, Any] | None = None
@@ -152,7 +159,7 @@ def _account(sample: Sample, api: str, events: list[tuple[float, bytes]], t0: fl
     for at, data in events:
         try:
             event = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
             sample.error = f"the stream carried a line that is not JSON: {data[:80]!r}"
             return sample
         if not isinstance(event, dict):
@@ -161,9 +168,12 @@ def _account(sample: Sample, api: str, events: list[tuple[float, bytes]], t0: fl
             err = event["error"]
             sample.error = "the server reported: " + str(err.get("message") if isinstance(err, dict) else err)[:300]
             return sample
-        if event.get("usage"):
+        if isinstance(event.get("usage"), dict):
             usage = event["usage"]
-        for choice in event.get("choices") or ():
+        choices = event.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
+            if not isinstance(choice, dict):
+                continue  # a shape no server sends: not a token
             kind = _kind_of(api, choice)
             if choice.get("finish_reason"):
                 sample.finish_reason = choice["finish_reason"]
@@ -175,9 +185,9 @@ def _account(sample: Sample, api: str, events: list[tuple[float, bytes]], t0: fl
                 sample.gaps.append(at - last_text_at)
             last_text_at = at
             sample.chunks += 1
-    if usage and isinstance(usage.get("completion_tokens"), int):
+    if usage and _count(usage.get("completion_tokens")):
         sample.output_tokens, sample.tokens_from = usage["completion_tokens"], "usage"
-        sample.prompt_tokens = usage.get("prompt_tokens")
+        sample.prompt_tokens = usage["prompt_tokens"] if _count(usage.get("prompt_tokens")) else None
     else:
         sample.output_tokens, sample.tokens_from = sample.chunks, "chunks"
     if sample.ttft is None:

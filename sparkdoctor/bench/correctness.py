@@ -27,7 +27,6 @@ prompts are all such is `indecisive`, never `correct`. A difference the scores d
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import time
@@ -38,7 +37,7 @@ from typing import Any, TypedDict
 
 from sparkdoctor.bench import references
 from sparkdoctor.bench.answers import floats, read
-from sparkdoctor.bench.http import HttpError, post_json
+from sparkdoctor.bench.http import HttpError, post_json, run
 from sparkdoctor.bench.references import Answer
 
 __all__ = ["Answer"]  # the stored unit of an answer lives with the storage (bench/references.py); judged here
@@ -92,10 +91,13 @@ class Judgement:
 def _post(base_url: str, payload: Mapping[str, object], timeout: float) -> dict[str, Any]:
     """POST to /v1/completions and read the whole answer within `timeout` and MAX_ANSWER_BYTES; HttpError past
     either, on a redirect or an error status."""
-    status, body = asyncio.run(post_json(base_url, "/v1/completions", payload, timeout, MAX_ANSWER_BYTES))
+    status, body = run(post_json(base_url, "/v1/completions", payload, timeout, MAX_ANSWER_BYTES))
     if status != 200:
         raise HttpError(f"POST /v1/completions answered HTTP {status}: {body[:300].decode('utf-8', 'replace').strip()}")
-    doc = json.loads(body.decode("utf-8", "replace"))
+    try:
+        doc = json.loads(body.decode("utf-8", "replace"))
+    except RecursionError:
+        raise ValueError("the answer is JSON nested too deep to read") from None
     if not isinstance(doc, dict):
         raise ValueError("the answer is not a JSON object")
     return doc

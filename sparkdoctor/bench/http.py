@@ -27,13 +27,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
 
+from sparkdoctor import proc
 from sparkdoctor.errors import BenchFailure
+
+T = TypeVar("T")
 
 MiB = 2**20
 MAX_BODY_BYTES = 16 * MiB  # a whole answer: /v1/models, /version, /metrics (vLLM's: a few hundred KB), a probe's
@@ -77,6 +81,29 @@ def _session(timeout: float):
         connector=aiohttp.TCPConnector(force_close=True, limit=0),
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout),
         headers={"User-Agent": "sparkdoctor-bench", "Accept": "*/*"}, auto_decompress=False)
+
+
+def run(main: Coroutine[object, object, T]) -> T:
+    """asyncio.run(main), and a SIGINT/SIGTERM/SIGHUP that arrived meanwhile raised as proc.Interrupted once it is over.
+    asyncio lets only KeyboardInterrupt and SystemExit out of its transports and callbacks: the Interrupted a signal
+    raised inside one became a transport's fatal error (logged with a traceback), so a failed request, and bench
+    exited 4 blaming the server for a SIGTERM."""
+    seen = proc.signals_seen()
+    try:
+        return asyncio.run(_quiet(main))
+    finally:
+        count, signum = proc.signals_seen()
+        if count != seen[0]:
+            raise proc.Interrupted(signum)
+
+
+async def _quiet(main: Coroutine[object, object, T]) -> T:
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
+        if not isinstance(context.get("exception"), (KeyboardInterrupt, proc.Interrupted)):  # raised by run() instead
+            loop.default_exception_handler(context)
+
+    asyncio.get_running_loop().set_exception_handler(handler)
+    return await main
 
 
 def _size(n: int) -> str:

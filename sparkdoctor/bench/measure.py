@@ -20,7 +20,7 @@ from typing import Any
 
 from sparkdoctor.bench import prometheus
 from sparkdoctor.bench.client import Sample, build_payload, stream_one
-from sparkdoctor.bench.http import HttpError
+from sparkdoctor.bench.http import HttpError, run
 from sparkdoctor.bench.server import ServerInfo, detect
 from sparkdoctor.bench.stats import estimate
 from sparkdoctor.bench.workload import Workload, prompt
@@ -187,4 +187,4 @@ def measure_url(base_url: str, model: str | None, workload: Workload, progress: 
             name = info.models[0]
         return info, await measure(base_url, name, info, workload, progress)
 
-    return asyncio.run(go())
+    return run(go())

@@ -26,7 +26,7 @@ import json
 import re
 from typing import TypedDict
 
-from sparkdoctor.bench.http import HttpError, get
+from sparkdoctor.bench.http import HttpError, get, run
 from sparkdoctor.bench.prometheus import parse
 
 MAX_TEXT = 16_384  # one string kept from a server's answer (vLLM's engine configuration line is about 2 KB)
@@ -141,7 +141,7 @@ def read(url: str, model: str, version: str | None, vllm: bool) -> Served:
                                                      _get(url, "/metrics"))
         return _json(models), info, metrics
 
-    models, info, metrics = asyncio.run(go())
+    models, info, metrics = run(go())
     entry = _model_entry(models, model)
     said = _json(info)
     engine = _text(said.get("vllm_config")) if isinstance(said, dict) else None

@@ -35,7 +35,7 @@ async def _json(url: str, path: str, timeout: float) -> object:
     try:
         status, body = await get(url, path, timeout)
         return json.loads(body) if status == 200 else None
-    except (HttpError, ValueError):
+    except (HttpError, ValueError, RecursionError):
         return None
 
 
@@ -45,8 +45,8 @@ async def detect(url: str, timeout: float = 5.0) -> ServerInfo:
     models: list[str] = []
     if status == 200:
         try:
-            models = [m["id"] for m in json.loads(body).get("data", []) if isinstance(m, dict) and "id" in m]
-        except (ValueError, AttributeError, TypeError):
+            models = [m["id"] for m in json.loads(body).get("data", []) if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        except (ValueError, AttributeError, TypeError, RecursionError):
             models = []
     info = ServerInfo(kind="generic", models=models, detected_by="no /version, no vllm:* metrics")
     version = await _json(url, "/version", timeout)

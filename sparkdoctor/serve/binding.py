@@ -6,6 +6,7 @@ is the launched server."""
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import random
 import socket
@@ -54,9 +55,9 @@ def _ephemeral_low(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int 
         return None
 
 
-def listening_inodes(port: int, root: Path = Path("/proc")) -> set[int]:
-    """Inodes of the LISTEN sockets (state 0A) on `port` (any address), from /proc/net/tcp and tcp6."""
-    found: set[int] = set()
+def listeners(port: int, root: Path = Path("/proc")) -> dict[int, str]:
+    """The LISTEN sockets (state 0A) on `port` at any address, from /proc/net/tcp and tcp6: inode -> local address."""
+    found: dict[int, str] = {}
     for name in ("tcp", "tcp6"):
         try:
             lines = (root / "net" / name).read_text().splitlines()[1:]
@@ -67,11 +68,37 @@ def listening_inodes(port: int, root: Path = Path("/proc")) -> set[int]:
             if len(fields) < 10 or fields[3] != "0A":
                 continue
             try:
-                if int(fields[1].rsplit(":", 1)[1], 16) == port:
-                    found.add(int(fields[9]))
+                address, at = fields[1].rsplit(":", 1)
+                if int(at, 16) == port:
+                    found[int(fields[9])] = _address(address)
             except (IndexError, ValueError):
                 continue
     return found
+
+
+def _address(text: str) -> str:
+    """An address as /proc/net/tcp* writes it (hex, each 32-bit word in host order: little-endian here) in words."""
+    raw = b"".join(bytes.fromhex(text[i:i + 8])[::-1] for i in range(0, len(text), 8))
+    return str(ipaddress.ip_address(raw))
+
+
+def listening_inodes(port: int, root: Path = Path("/proc")) -> set[int]:
+    """Inodes of the LISTEN sockets (state 0A) on `port` (any address), from /proc/net/tcp and tcp6."""
+    return set(listeners(port, root))
+
+
+def exposed(port: int, pids: Iterable[int], root: Path = Path("/proc")) -> list[str]:
+    """The addresses other than loopback on which one of `pids` listens on `port` (0.0.0.0, ::, a network's): a
+    server whose command ignored the launcher's --host 127.0.0.1 answers other machines too."""
+    wide = {inode: address for inode, address in listeners(port, root).items() if not _loopback(address)}
+    pids = list(pids)
+    return sorted({address for inode, address in wide.items() if any(holds(pid, {inode}, root) for pid in pids)})
+
+
+def _loopback(address: str) -> bool:
+    ip = ipaddress.ip_address(address)
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    return ip.is_loopback or bool(mapped and mapped.is_loopback)
 
 
 def holds(pid: int, inodes: set[int], root: Path = Path("/proc")) -> bool:

@@ -27,15 +27,15 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.errors import BenchFailure
 from sparkdoctor.files import write_text
-from sparkdoctor.matrix import load
 from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.matrix.symptoms import HasSymptoms
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.serve import container_launch, groups, readiness, reaper, registry
-from sparkdoctor.serve.binding import LOCALHOST, free_port, listener_of, rebind
+from sparkdoctor.serve.binding import LOCALHOST, exposed, free_port, listener_of, rebind
 from sparkdoctor.serve.container_launch import ContainerLaunchError, ContainerServer
+from sparkdoctor.serve.ending import died, evidence
 from sparkdoctor.serve.logpump import LogPump
-from sparkdoctor.serve.logscan import Hit
+from sparkdoctor.serve.logscan import Hit, symptom_entries
 from sparkdoctor.serve.memwatch import MemoryWatch
 from sparkdoctor.serve.supervisor import start_time
 from sparkdoctor.targets.local import runs_elsewhere
@@ -122,7 +122,7 @@ class Server:
         code = self._child.exited() if self._child else None
         assert self._pump is not None  # launch() gives every Server its pump
         self._pump.join(2.0)
-        raise self._died_error(_died(self.recipe.name, code, time.monotonic() - self._t0, "while it was serving",
+        raise self._died_error(died(self.recipe.name, code, time.monotonic() - self._t0, "while it was serving",
                                      self._pump, self.log_path), self._pump, returncode=code)
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,14 +131,6 @@ class Server:
                 "ready_after_s": round(self.ready_after_s, 3), "ready_path": self.ready_path,
                 "findings": [h.to_dict() for h in self.findings],
                 "teardown": self.teardown.to_dict() if self.teardown else None, "container": self.container}
-
-
-def symptom_entries(matrix: Matrix | Sequence[HasSymptoms] | None) -> list[HasSymptoms]:
-    """The matrix entries that list symptoms: a Matrix, a list of entries, or None (the shipped matrix)."""
-    if matrix is None:
-        matrix = load()
-    entries = matrix.entries if isinstance(matrix, Matrix) else matrix
-    return [e for e in entries if e.symptoms and not getattr(e, "withdrawn", None)]
 
 
 def _resolve_argv(argv: list[str], python: str | Path | None) -> tuple[list[str], dict[str, str]]:
@@ -155,25 +147,6 @@ def _resolve_argv(argv: list[str], python: str | Path | None) -> tuple[list[str]
         # interpreter (and its packages) while the run is stored with this one's toolchain.
         argv = [str(python), str(program), *argv[1:]] if runs_elsewhere(program, bin_dir) else [str(program), *argv[1:]]
     return argv, env
-
-
-def _died(name: str, code: int | None, after: float, when: str, pump: LogPump, log_path: Path) -> str:
-    if code is not None and code < 0:
-        how = f"was killed by {proc.signal_name(-code)}"
-    elif code is not None and code > 128:  # a container's main process killed by a signal
-        how = f"exited with status {code} ({proc.signal_name(code - 128)})"
-    else:
-        how = f"exited with status {code}"
-    return f"{name}: the server {how} after {after:.1f}s {when}; {_evidence(pump, log_path)}"
-
-
-def _evidence(pump: LogPump, log_path: Path) -> str:
-    last = pump.last_line() or "(no output)"
-    if len(last) > 300:
-        last = last[:300] + "..."
-    known = ", ".join(dict.fromkeys(h.entry_id for h in pump.hits))
-    matched = f"known problems in its log: {known}" if known else "no known problem matched its log"
-    return f"last log line: {last}; {matched} (log: {log_path})"
 
 
 class LocalServer:
@@ -237,12 +210,20 @@ class LocalServer:
 
     def teardown(self, grace: float, pump: LogPump, say: Callable[[str], None]) -> groups.Teardown:
         try:
-            return self._teardown(grace, pump, say)
-        finally:
-            if self.reaping is not None:
-                reaper.release(self.token)
-            if self.ipc_dir:
-                shutil.rmtree(self.ipc_dir, ignore_errors=True)
+            report = self._teardown(grace, pump, say)
+        except (KeyboardInterrupt, proc.Interrupted):
+            raise  # nothing released: launch()'s forced teardown follows, and the orphans it stops must come here
+        except BaseException:
+            self._release()
+            raise
+        self._release()
+        return report
+
+    def _release(self) -> None:
+        if self.reaping is not None:
+            reaper.release(self.token)
+        if self.ipc_dir:
+            shutil.rmtree(self.ipc_dir, ignore_errors=True)
 
     def _teardown(self, grace: float, pump: LogPump, say: Callable[[str], None]) -> groups.Teardown:
         if self.running is None or self.running.popen is None or not self.pgid:
@@ -327,9 +308,8 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Matrix | Sequence[HasSympto
         error = exc
         raise
     finally:
-        if server.watch:
-            server.watch.stop()
-        server.teardown = child.teardown(grace, pump, say)
+        late = _take_down(server, child, grace, pump, say)
+        assert server.teardown is not None  # _take_down always sets it
         pump.add(f"[sparkdoctor] teardown: {server.teardown.describe()}")
         pump.close()
         if isinstance(error, LaunchError):
@@ -340,6 +320,29 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Matrix | Sequence[HasSympto
             raise LaunchError(f"{recipe.name}: could not take the server down: {server.teardown.describe()}",
                               log_tail=server.log_tail(), findings=server.findings, log_path=log_path,
                               teardown=server.teardown)
+        if late is not None and not isinstance(error, (KeyboardInterrupt, proc.Interrupted)):  # else that one goes on
+            raise late
+
+
+def _take_down(server: Server, child: LocalServer | ContainerServer, grace: float, pump: LogPump,
+               say: Callable[[str], None]) -> BaseException | None:
+    """Stop the server (into server.teardown). A second Ctrl-C or SIGTERM meanwhile cuts the grace short, never the
+    teardown: all of it gets SIGKILL at once, further signals held till then; that interrupt is returned, else None."""
+    try:
+        if server.watch:
+            server.watch.stop()
+        server.teardown = child.teardown(grace, pump, say)
+        return None
+    except (KeyboardInterrupt, proc.Interrupted) as exc:
+        late: BaseException = exc
+    try:
+        with proc.signals_held():
+            if server.watch:
+                server.watch.stop()
+            server.teardown = child.teardown(0.0, pump, say)
+    except (KeyboardInterrupt, proc.Interrupted) as exc:  # a third one, held until the forced teardown was done
+        late = exc
+    return late
 
 
 def _sweep(pump: LogPump) -> None:
@@ -358,15 +361,22 @@ def _wait_ready(server: Server, recipe: Recipe, child: LocalServer | ContainerSe
         code = child.exited()
         if code is not None:
             pump.join(3.0)
-            raise server._died_error(_died(recipe.name, code, time.monotonic() - t0, "before it was ready", pump,
+            raise server._died_error(died(recipe.name, code, time.monotonic() - t0, "before it was ready", pump,
                                            server.log_path), pump, returncode=code)
         left = deadline - time.monotonic()
         path = readiness.ready(server.base_url, recipe.readiness_path, timeout=max(0.2, min(2.0, left)))
-        if path and isinstance(child, LocalServer) and listener_of(server.port, groups.members(child.pgid)) is False:
+        # its processes: the group, and the server itself should it have left it (setsid)
+        ours = [*groups.members(child.pgid), child.pid] if path and isinstance(child, LocalServer) else []
+        if ours and listener_of(server.port, ours) is False:
             # another program took the port after it was chosen: its 200 is not this server's, which will fail to bind
             if not foreign:
                 pump.add(f"[sparkdoctor] port {server.port} answers, but not from this server's processes: waiting")
             foreign, path = True, None
+        wide = exposed(server.port, ours) if path and ours else []
+        if wide:  # a command that ignored --host: it would answer other machines while it is measured
+            raise server._died_error(f"{recipe.name}: the server listens on {' and '.join(wide)} port {server.port}, not "
+                                     f"on {LOCALHOST} only (its command ignored --host {LOCALHOST}): not measured; "
+                                     f"{evidence(pump, server.log_path)}", pump)
         if path:
             server.ready_after_s = time.monotonic() - t0
             server.ready_path = path
@@ -376,7 +386,7 @@ def _wait_ready(server: Server, recipe: Recipe, child: LocalServer | ContainerSe
         if time.monotonic() >= deadline:
             asked = " and ".join(dict.fromkeys((recipe.readiness_path, readiness.FALLBACK)))
             raise server._died_error(f"{recipe.name}: not ready after {timeout:.0f}s (GET {asked} never answered 200); "
-                                     f"{_evidence(pump, server.log_path)}",
+                                     f"{evidence(pump, server.log_path)}",
                                      pump, not_ready=True)
         known = f" [known problems so far: {', '.join(dict.fromkeys(h.entry_id for h in pump.hits))}]" if pump.hits else ""
         say(f"starting {recipe.name} ({time.monotonic() - t0:.0f}s){known}: {pump.last_line()[:100]}")

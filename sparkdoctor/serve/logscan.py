@@ -9,9 +9,11 @@ line means the same entry wherever it is read; this module only shapes its answe
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from sparkdoctor.matrix import load
+from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.matrix.symptoms import HasSymptoms, line_hits, strip_ansi
 
 MAX_LINE = 2000  # characters of a matched line kept in a hit
@@ -34,3 +36,11 @@ def match_line(line: str, entries: Iterable[HasSymptoms]) -> list[Hit]:
     line = line.rstrip("\r\n")
     shown = strip_ansi(line).strip()[:MAX_LINE]
     return [Hit(entry.id, symptom, shown) for entry, symptom, _ in line_hits(line, entries)]
+
+
+def symptom_entries(matrix: Matrix | Sequence[HasSymptoms] | None) -> list[HasSymptoms]:
+    """The matrix entries that list symptoms: a Matrix, a list of entries, or None (the shipped matrix)."""
+    if matrix is None:
+        matrix = load()
+    entries = matrix.entries if isinstance(matrix, Matrix) else matrix
+    return [e for e in entries if e.symptoms and not getattr(e, "withdrawn", None)]

@@ -1,0 +1,79 @@
+"""JSON of the wrong shape from a server is that request's failure with its reason (exit 4, one line) or is not
+counted, never an internal error. Before: `{"choices": "x"}`, a delta that is a number, a model id that is a number
+and JSON nested past the parser's depth each ended `bench --url` with "internal error" (exit 2); a 400-digit
+`completion_tokens` overflowed the rates' float division (internal error), and a negative one was stored as a
+negative token count."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from sparkdoctor.bench import client, correctness
+from sparkdoctor.bench.client import Sample
+from sparkdoctor.bench.server import detect
+from sparkdoctor.exitcodes import EXIT_BENCH_FAILED
+from tests.bench.test_hostile_server import HEAD, bench, hostile, models_then, plain
+
+TEXT = b'{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}'
+DONE = b'{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}'
+
+
+def _account(*events: bytes) -> Sample:
+    return client._account(Sample(ok=False), "chat", [(0.01 * (i + 1), e) for i, e in enumerate(events)], 0.0)
+
+
+@pytest.mark.parametrize("event", [b'{"choices": "x"}', b'{"choices": {"a": {"delta": {"content": "x"}}}}',
+                                   b'{"choices": 5}', b'{"choices": ["x", 5, null]}', b'{"choices": [{"delta": 5}]}',
+                                   b'{"choices": [{"delta": ["content"]}]}', b"[" * 100_000])
+def test_a_stream_of_the_wrong_shape_is_a_failed_request_with_its_reason(event):
+    sample = _account(event, event)
+    assert not sample.ok
+    assert sample.error in ("the stream ended without a single token",) or sample.error.startswith(
+        "the stream carried a line that is not JSON")
+
+
+@pytest.mark.parametrize("usage", [{"completion_tokens": 10**400}, {"completion_tokens": -3}, {"completion_tokens": True},
+                                   {"completion_tokens": 2.0}, "twelve", [1]])
+def test_a_usage_no_server_means_is_not_believed_and_the_chunks_are_counted(usage):
+    sample = _account(TEXT, TEXT, DONE, json.dumps({"choices": [], "usage": usage}).encode())
+    assert sample.ok and sample.tokens_from == "chunks" and sample.output_tokens == 2
+
+
+def test_a_good_usage_is_still_believed():
+    sample = _account(TEXT, TEXT, DONE, b'{"choices": [], "usage": {"completion_tokens": 7, "prompt_tokens": [1]}}')
+    assert sample.ok and (sample.output_tokens, sample.tokens_from, sample.prompt_tokens) == (7, "usage", None)
+
+
+@pytest.mark.parametrize("body", [{"data": [{"id": 5}, {"id": "m"}, {"id": None}]}, {"data": "x"}, [1]])
+def test_model_ids_that_are_not_text_are_not_models(body):
+    async def answer(method: str, path: str, writer: asyncio.StreamWriter) -> None:
+        plain(writer, 200 if path == "/v1/models" else 404, body if path == "/v1/models" else {})
+
+    with hostile(answer) as (url, _):
+        info = asyncio.run(detect(url))
+    assert info.models == (["m"] if isinstance(body, dict) and isinstance(body["data"], list) else [])
+
+
+@pytest.mark.parametrize("event", [b'{"choices": "x"}', b"[" * 100_000])
+def test_bench_against_a_stream_of_the_wrong_shape_exits_4_with_one_line(tmp_path, event):
+    async def post(method: str, path: str, writer: asyncio.StreamWriter) -> None:
+        writer.write(HEAD + b"data: " + event + b"\n\ndata: [DONE]\n\n")
+        await writer.drain()
+
+    with hostile(models_then(post)) as (url, _):
+        out = bench(tmp_path, url)
+    assert out.returncode == EXIT_BENCH_FAILED, out.stderr[-2000:]
+    assert out.stderr.count("\n") == 1 and "internal error" not in out.stderr
+
+
+def test_a_correctness_answer_nested_too_deep_is_a_failed_probe_not_an_internal_error():
+    async def answer(method: str, path: str, writer: asyncio.StreamWriter) -> None:
+        data = b"[" * 100_000
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nContent-Type: application/json\r\n\r\n" % len(data) + data)
+
+    with hostile(answer) as (url, _):
+        with pytest.raises(ValueError, match="nested too deep"):
+            correctness._post(url, {"model": "m", "prompt": "x"}, 10)
