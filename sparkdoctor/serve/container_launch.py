@@ -123,6 +123,9 @@ def model_mount(model: str | None) -> tuple[str, str, str] | None:
         return None
     path = os.path.expanduser(model)
     if os.path.isabs(path) and os.path.isdir(path):
+        if ":" in path:  # `-v SRC:DST:MODE` cannot carry it; the runtime's own refusal did not say why
+            raise ContainerLaunchError(f"model folder {path!r}: a ':' in its path cannot be mounted with `-v`; link "
+                                       "the folder from a path without one and name that")
         return (path, path, "ro")
     return None
 

@@ -52,6 +52,10 @@ def test_the_model_folder_is_mounted_only_when_it_is_a_local_folder(tmp_path):
     assert cl.model_mount(str(tmp_path)) == (str(tmp_path), str(tmp_path), "ro")
     assert cl.model_mount("Qwen/Qwen3-0.6B") is None and cl.model_mount(str(tmp_path / "missing")) is None
     assert cl.model_mount(None) is None
+    colon = tmp_path / "Qwen3:8B"
+    colon.mkdir()
+    with pytest.raises(cl.ContainerLaunchError, match=r"^model folder '.*Qwen3:8B': a ':' in its path cannot be mounted"):
+        cl.model_mount(str(colon))
 
 
 def test_owner_of_a_leftover_alive_gone_or_not_ours_to_judge():
