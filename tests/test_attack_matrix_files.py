@@ -1,0 +1,63 @@
+"""A third-party matrix (`--matrix FILE/DIR`, `matrix validate PATH`) aimed at the reader: a file too large to hold,
+and one whose long prose made `matrix show` draw for minutes. Each is refused in one line naming the file, by its
+size, before a byte of it is read; a bundled-size file reads as before."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.matrix.loader import MAX_TOML_BYTES, load, read_toml
+from sparkdoctor.matrix.model import MatrixError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+ENTRY = '''component = "x"
+[[entry]]
+id = "big"
+title = "t"
+severity = "warn"
+action = "monitor"
+summary = "{summary}"
+remedy = "r"
+refs = ["https://example.com/1"]
+when.gpu_arch = ["sm_121a"]
+'''
+
+
+def test_a_sparse_matrix_file_is_refused_by_its_size_before_a_byte_is_read(tmp_path):
+    """A 3 GB sparse `a.toml` took 6.3 GB of memory and 14 s of CPU before tomllib said "not valid TOML"."""
+    folder = tmp_path / "matrix"
+    folder.mkdir()
+    with open(folder / "a.toml", "wb") as f:
+        f.truncate(3 * 1024**3)
+    started = time.process_time()
+    with pytest.raises(MatrixError, match=r"a\.toml: cannot read: larger than 1 MiB"):
+        load(folder)
+    assert time.process_time() - started < 1.0  # reading it took 14 s of CPU
+
+
+def test_a_matrix_file_over_the_limit_is_one_line_and_exit_2_for_matrix_show(tmp_path):
+    """An 8 MB summary passed validation and `matrix show` spent 42 s of CPU drawing it (quadratic: 2 MB 3.3 s,
+    4 MB 11.7 s); now the file is refused by its size, in one line, exit 2."""
+    path = tmp_path / "a.toml"
+    path.write_text(ENTRY.format(summary="A" * (8 * 1024 * 1024)), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "show", "big", "--matrix", str(path)],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "a.toml: cannot read: larger than 1 MiB" in lines[0], done.stderr
+
+
+def test_a_file_within_the_limit_reads_as_before(tmp_path):
+    """The limit leaves room: the largest bundled matrix file is 68 KB, a 900 KB summary still loads."""
+    largest = max((ROOT / "matrix").glob("*.toml"), key=lambda p: p.stat().st_size)
+    assert largest.stat().st_size * 8 < MAX_TOML_BYTES
+    path = tmp_path / "a.toml"
+    path.write_text(ENTRY.format(summary="A" * 900_000), encoding="utf-8")
+    assert read_toml(path)["entry"][0]["id"] == "big"
+    assert load(path).entries[0].summary == "A" * 900_000
