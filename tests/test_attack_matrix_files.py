@@ -61,3 +61,25 @@ def test_a_file_within_the_limit_reads_as_before(tmp_path):
     path.write_text(ENTRY.format(summary="A" * 900_000), encoding="utf-8")
     assert read_toml(path)["entry"][0]["id"] == "big"
     assert load(path).entries[0].summary == "A" * 900_000
+
+
+def test_the_patterns_of_a_matrix_share_one_time_budget(tmp_path):
+    """Each `env_matches` pattern was bounded (0.25 s), their sum was not: 1,000 entries whose `(x|x)+y` ran out
+    their time took over 250 s of CPU in `check --facts`. Now one evaluation's patterns share 2 s; the entries past
+    it are unknown at once, said, never clear."""
+    from sparkdoctor.matrix import evaluate_all
+    from sparkdoctor.patterns import BUDGET_SECONDS
+    from tests.gb10 import gb10_facts
+
+    entries = "".join(ENTRY.split("\n", 1)[1].format(summary="s").replace('id = "big"', f'id = "bt{i}"').replace(
+        'when.gpu_arch = ["sm_121a"]', f'when.env_matches = {{ SLOW = "(x|x)+y{i}" }}') for i in range(40))
+    path = tmp_path / "a.toml"
+    path.write_text('component = "x"\n' + entries, encoding="utf-8")
+    matrix = load(path)
+    facts = gb10_facts()
+    facts.env = {**(facts.env or {}), "SLOW": "x" * 40}
+    started = time.process_time()
+    evaluations = evaluate_all(matrix, facts)
+    assert time.process_time() - started < 2 * BUDGET_SECONDS  # each alone: 40 x 0.25 s = 10 s before
+    assert [e.outcome for e in evaluations] == ["unknown"] * 40
+    assert all("could not be matched" in e.checks[0].evidence for e in evaluations), evaluations[-1].checks
