@@ -83,3 +83,20 @@ def test_the_patterns_of_a_matrix_share_one_time_budget(tmp_path):
     assert time.process_time() - started < 2 * BUDGET_SECONDS  # each alone: 40 x 0.25 s = 10 s before
     assert [e.outcome for e in evaluations] == ["unknown"] * 40
     assert all("could not be matched" in e.checks[0].evidence for e in evaluations), evaluations[-1].checks
+
+
+def test_the_remedy_check_across_entries_shares_one_time_budget(tmp_path):
+    """`matrix validate` holds every entry's remedy against every other entry's env_matches: 10 entries that
+    recommend SLOW=x...x and say `(x|x)+y` on SLOW breaks took 22 s of CPU (one 0.25 s timeout per pair)."""
+    from sparkdoctor.matrix.consistency import remedy_conflicts
+    from sparkdoctor.patterns import BUDGET_SECONDS
+
+    entry = ENTRY.split("\n", 1)[1].format(summary="s").replace('severity = "warn"', 'severity = "error"').replace(
+        'when.gpu_arch = ["sm_121a"]', f'justifies = ["SLOW={"x" * 40}"]\nwhen.env_matches = {{ SLOW = "(x|x)+y" }}')
+    path = tmp_path / "a.toml"
+    path.write_text('component = "x"\n' + "".join(entry.replace('id = "big"', f'id = "rc{i}"') for i in range(10)),
+                    encoding="utf-8")
+    matrix = load(path)
+    started = time.process_time()
+    assert remedy_conflicts(matrix) == []  # a pattern that could not be matched is no conflict, as before
+    assert time.process_time() - started < 2 * BUDGET_SECONDS
