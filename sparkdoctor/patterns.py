@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
@@ -25,6 +29,8 @@ else:  # pragma: no cover (3.10)
     import sre_parse as _sre_parse
 
 MATCH_SECONDS = 0.25
+BUDGET_SECONDS = 2.0  # what every timed match inside one budget() shares (all of one matrix evaluation)
+_BUDGET: ContextVar[list[float] | None] = ContextVar("sparkdoctor_pattern_budget", default=None)
 _REPEATS = {_sre_constants.MAX_REPEAT, _sre_constants.MIN_REPEAT}
 _REPEATS |= {_sre_constants.POSSESSIVE_REPEAT} if hasattr(_sre_constants, "POSSESSIVE_REPEAT") else set()
 
@@ -92,6 +98,17 @@ def regex_problem(pattern: object) -> str | None:
     return None
 
 
+@contextmanager
+def budget(seconds: float = BUDGET_SECONDS) -> Iterator[None]:
+    """Inside, every timed match shares `seconds` in all, and one that finds none left is unknown at once: each
+    match alone is bounded, but a matrix of 1,000 entries whose patterns each ran out their 0.25 s took 250 s."""
+    token = _BUDGET.set([seconds])
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
+
+
 @lru_cache(maxsize=256)
 def _repeats(pattern: str) -> bool:
     return _unbounded(_sre_parse.parse(pattern))
@@ -110,7 +127,16 @@ def search(pattern: str, text: str, seconds: float = MATCH_SECONDS, at_start: bo
         import regex  # lazily: ~20 ms, paid only when a repeating pattern meets a value
     except ImportError:  # pragma: no cover (a declared dependency)
         return None
+    left = _BUDGET.get()
+    if left is not None:
+        if left[0] <= 0:
+            return None
+        seconds = min(seconds, left[0])
+    started = time.monotonic()
     try:
         return (regex.match if at_start else regex.search)(pattern, text, timeout=seconds) is not None
     except (TimeoutError, regex.error, RecursionError):
         return None
+    finally:
+        if left is not None:
+            left[0] -= time.monotonic() - started

@@ -28,7 +28,13 @@ from sparkdoctor.diff.rules import (
 from sparkdoctor.facts import Facts, is_tracked
 
 NOT_COMPARED = frozenset({"schema", "taken_at", "timings_ms", "tool", "errors"})
-MAX_LEAVES = 5000  # per generic field: a hostile snapshot can hold millions
+MAX_LEAVES = 5000  # per field compared leaf by leaf: a hostile snapshot can hold millions
+
+
+class TooManyLeaves(Exception):
+    """A field with more than MAX_LEAVES readings: comparing part of it would read as agreement on the rest."""
+
+
 VIRTUAL = "a virtual interface (a container's veth, a bridge, docker0): no cable between the nodes runs on it"
 
 
@@ -72,7 +78,10 @@ def compare(a: Facts, b: Facts) -> Comparison:
                 side = "A" if va is None else "B"
                 unknown.append({"area": name, "why": f"not observed in {side}"})
             continue
-        diffs += COMPARERS.get(name, _generic)(name, va, vb)
+        try:
+            diffs += COMPARERS.get(name, _generic)(name, va, vb)
+        except TooManyLeaves:
+            unknown.append({"area": name, "why": f"over {MAX_LEAVES:,} readings in one snapshot"})
     return Comparison(diffs, unknown)
 
 
@@ -89,7 +98,7 @@ def _show(value: object) -> str | None:
 def _diff(area: str, key: str, va: object, vb: object, verdict: str, why: str) -> list[Difference]:
     if va == vb:
         return []
-    return [Difference(area, key, _show(va), _show(vb), verdict, why)]
+    return [Difference(area, clip(key, 300), _show(va), _show(vb), verdict, why)]  # a key is a snapshot's too
 
 
 def _keyed(area: str, ma: dict, mb: dict, judge: Callable[[str], tuple[str, str]],
@@ -286,7 +295,9 @@ def _leaf_pairs(va: object, vb: object) -> list[tuple[str, object, object]]:
 def _leaves(value: object, prefix: str = "") -> list[tuple[str, object]]:
     out: list[tuple[str, object]] = []
     stack: list[tuple[str, object]] = [(prefix, value)]
-    while stack and len(out) < MAX_LEAVES:
+    while stack:
+        if len(out) >= MAX_LEAVES:
+            raise TooManyLeaves
         path, item = stack.pop()
         if isinstance(item, dict) and item:
             stack += [(f"{path}.{k}" if path else str(k), v) for k, v in item.items()]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix.conditions import CONDITIONS
 from sparkdoctor.matrix.model import Entry, Evaluation, Matrix
+from sparkdoctor.patterns import budget
 
 
 def evaluate(entry: Entry, facts: Facts) -> Evaluation:
@@ -31,6 +32,8 @@ def needs_recipe(entry: Entry) -> bool:
 
 def evaluate_all(matrix: Matrix, facts: Facts) -> list[Evaluation]:
     """Every entry, less those that judge a recipe's settings when the Facts carry no recipe (plain check)
-    and those kept for reference only (a platform fact with nothing to change: `explain` still finds them)."""
-    return [evaluate(e, facts) for e in matrix.entries
-            if not e.reference_only and (facts.recipe is not None or not needs_recipe(e))]
+    and those kept for reference only (a platform fact with nothing to change: `explain` still finds them).
+    The entries' patterns share one time budget (patterns.budget): a file's patterns are bounded in total."""
+    with budget():
+        return [evaluate(e, facts) for e in matrix.entries
+                if not e.reference_only and (facts.recipe is not None or not needs_recipe(e))]

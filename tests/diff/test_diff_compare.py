@@ -135,3 +135,28 @@ def test_a_field_observed_on_one_side_only_is_said_not_compared():
     c = compare(gb10_facts(), gb10_facts(packages=None))
     assert {"area": "packages", "why": "not observed in B"} in c.not_compared
     assert not any(d.area == "packages" for d in c.differences)
+
+
+def test_a_field_too_large_to_compare_leaf_by_leaf_is_said_not_compared_never_agreement():
+    """A container record whose labels ran past 5,000 leaves was compared on its first 5,000 only: the image
+    fingerprint after them was never read, and two different images read as "no differences", exit 0."""
+    labels = {f"label{i:05d}": "x" for i in range(6000)}
+    a = future(container={"fingerprint": "0123abcd", "labels": labels})
+    c = compare(a, future(container={"fingerprint": "4567ef01", "labels": labels}))
+    assert {"area": "container", "why": "over 5,000 readings in one snapshot"} in c.not_compared
+    assert not any(d.area == "container" for d in c.differences)
+    # within the limit, the same record is compared as before: the fingerprint is risky
+    small = {f"label{i:05d}": "x" for i in range(100)}
+    diffs = only(future(container={"fingerprint": "0123abcd", "labels": small}),
+                 future(container={"fingerprint": "4567ef01", "labels": small}))
+    assert diffs == [("container", "fingerprint", "0123abcd", "4567ef01", RISKY)]
+
+
+def test_a_huge_key_is_clipped_like_a_value():
+    """A constraints pin named with 300,000 characters was printed whole as the difference's key (values were
+    already clipped to 300 characters)."""
+    name = "x" * 300_000
+    b = gb10_facts(constraints=[{"file": "/c.txt", "source": "constraints", "requirement": f"{name}==1", "name": name,
+                                 "specifier": "==1"}])
+    (diff,) = compare(gb10_facts(), b).differences
+    assert diff.key.startswith("xxx") and len(diff.key) < 400 and "(300000 chars)" in diff.key

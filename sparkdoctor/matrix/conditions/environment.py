@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix.conditions.shapes import as_list
 from sparkdoctor.matrix.model import Check
-from sparkdoctor.patterns import MATCH_SECONDS, regex_problem, search
+from sparkdoctor.patterns import BUDGET_SECONDS, MATCH_SECONDS, regex_problem, search
 
 SHOWN_VALUE = 120
 
@@ -98,7 +98,8 @@ def eval_env_matches(value: dict[str, str], facts: Facts) -> list[Check]:
             continue
         ok = search(rx, got) if isinstance(got, str) else None
         if ok is None:
-            out.append(Check("env_matches", None, f"{_value(name, str(got))}: /{rx}/ could not be matched within {MATCH_SECONDS} s"))
+            out.append(Check("env_matches", None, f"{_value(name, str(got))}: /{rx}/ could not be matched within {MATCH_SECONDS} s "
+                                                          f"(or the {BUDGET_SECONDS:g} s all patterns of a check share)"))
         else:
             out.append(Check("env_matches", ok, f"{_value(name, got)} ({'matches' if ok else 'does not match'} /{rx}/)"))
     return out
