@@ -57,8 +57,11 @@ def write_text(path: Path, text: str) -> None:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{final.name}.", suffix=".tmp")
     except OSError as exc:  # the folder's error, not the file's: /proc/version exists, a file beside it cannot be made
         why = exc.strerror or str(exc)
-        raise OutputError(f"no file can be made beside it in {folder} ({why}), where it is written before it is renamed "
-                          "over FILE" if final.exists() else f"{folder}: {why}") from None
+        if final.exists():
+            raise OutputError(f"no file can be made beside it in {folder} ({why}), where it is written before it is "
+                              "renamed over FILE") from None
+        # a folder that is there but takes no new file (/proc says ENOENT): not "no such file"
+        raise OutputError(f"no file can be made in {folder} ({why})" if folder.is_dir() else f"{folder}: {why}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

@@ -197,6 +197,9 @@ def test_unknown_option_is_a_one_line_usage_error(run):
 def test_unwritable_output_is_a_one_line_error(run, matrix, tmp_path):
     p = run("check", "--facts", snap("nogpu-clean"), "--matrix", matrix, "--format", "json", "-o", tmp_path / "no" / "x.json")
     assert_one_line_error(p, "--output", "No such file or directory")
+    # a new FILE in a folder that is there but takes no new file (/proc answers ENOENT): the folder is named as such
+    p = run("check", "--facts", snap("nogpu-clean"), "--matrix", matrix, "--format", "json", "-o", "/proc/sparkdoctor.json")
+    assert_one_line_error(p, "--output /proc/sparkdoctor.json: no file can be made in /proc (")
     # a FILE that exists in a folder where no file can be made (/proc): the folder is named, not "no such file"
     p = run("check", "--facts", snap("nogpu-clean"), "--matrix", matrix, "--format", "json", "-o", "/proc/version")
     assert_one_line_error(p, "--output /proc/version: no file can be made beside it in /proc")
