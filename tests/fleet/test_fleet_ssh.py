@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.fleet.nodes import serving_venv
+from tests.fleet.test_fabric_measure_bounds import _alive
 
 pytestmark = pytest.mark.slow
 
@@ -196,14 +197,6 @@ def test_the_launch_is_judged_on_each_nodes_memory_over_ssh(sshd, node_venvs, tm
     assert held[0].startswith(f"container {LEAKED[:12]}") and held[1].startswith("pid 4242 (vllm)")
     assert memory["proposal"]["gpu_memory_utilization"] == 0.48 and memory["decided_by"] == {"gpu_memory_utilization": "fleet-1"}
     assert memory["proposal_fits"] is True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(") ", 1)[1][:1] != "Z"
-    except OSError:
-        return False
 
 
 def test_an_interpreter_hung_on_the_node_is_stopped_there_after_the_nodes_time(sshd, tmp_path):

@@ -11,12 +11,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from sparkdoctor.serve.groups import members
+from tests.serve.test_teardown_reaps_daemons import _start_time, _wait_pid
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux's")
 
@@ -57,25 +57,6 @@ with launch(r, run_dir=Path({run_dir!r}), matrix=[], ready_timeout=60, grace=300
     print("pgid", s.pgid, flush=True)
     time.sleep(300)
 """
-
-
-def _start_time(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rfind(")") + 2:].split()[19]
-
-
-def _wait_pid(path: Path) -> tuple[int, str]:
-    for _ in range(600):  # a safety net, not a verdict
-        if path.exists():
-            pid = int(path.read_text())
-            start = _start_time(pid)
-            assert start is not None
-            return pid, start
-        time.sleep(0.05)
-    raise AssertionError(f"{path} was never written")
 
 
 def _line(driver: subprocess.Popen[str], starts: str) -> str:
