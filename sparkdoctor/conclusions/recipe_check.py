@@ -27,6 +27,7 @@ from sparkdoctor.audit.locate import resolve_model
 from sparkdoctor.audit.served_model import recipe_facts
 from sparkdoctor.check import CheckRequest, collect
 from sparkdoctor.collect.targetenv import start_probes
+from sparkdoctor.conclusions.flag_values import refused_values
 from sparkdoctor.conclusions.workarounds import judge_all, own_copy, server_facts
 from sparkdoctor.errors import SparkdoctorError, TargetUnprobeable
 from sparkdoctor.exitcodes import EXIT_NO_VLLM
@@ -236,6 +237,8 @@ def check(recipe: Recipe, matrix: Matrix, facts: Facts, flags: Mapping[str, obje
     findings += _setting_findings(recipe, matrix, own, served)
     findings += _env_findings(recipe, facts, covered)
     findings += _flag_findings(recipe, flags)
+    if launches_vllm(list(recipe.argv)) and not other_engine(list(recipe.argv)):
+        findings += refused_values(recipe.argv)  # vLLM's own parser refuses these whichever vLLM it is
     findings += _workaround_findings(recipe, matrix, own)
     findings.sort(key=worst_first)
     return findings
