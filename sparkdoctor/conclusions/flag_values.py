@@ -60,3 +60,10 @@ def _refused(flag: str, value: str | None, accepted: str) -> Finding:
             "evidence": [why, "vllm/utils/argparse_utils.py and vllm/engine/arg_utils.py: the type vLLM parses the flag with"],
             "remedy": f"Give {flag} a value vLLM accepts ({accepted})" +
                       (f", e.g. a `{value[1:-1]}` default in the recipe." if value and value.startswith("{") else ".")}
+
+
+def abbreviated(flag: str, known: set[str]) -> str | None:
+    """The one known flag `flag` is a prefix of, as argparse reads it (vLLM's parser keeps argparse's allow_abbrev:
+    `--gpu-memory-util 0.8` is --gpu-memory-utilization); None when none or several (argparse: "ambiguous option")."""
+    longer = [k for k in known if k.startswith(flag) and k != flag]
+    return longer[0] if len(longer) == 1 else None

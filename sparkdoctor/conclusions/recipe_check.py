@@ -27,7 +27,7 @@ from sparkdoctor.audit.locate import resolve_model
 from sparkdoctor.audit.served_model import recipe_facts
 from sparkdoctor.check import CheckRequest, collect
 from sparkdoctor.collect.targetenv import start_probes
-from sparkdoctor.conclusions.flag_values import refused_values
+from sparkdoctor.conclusions.flag_values import abbreviated, refused_values
 from sparkdoctor.conclusions.workarounds import judge_all, own_copy, server_facts
 from sparkdoctor.errors import SparkdoctorError, TargetUnprobeable
 from sparkdoctor.exitcodes import EXIT_NO_VLLM
@@ -204,6 +204,11 @@ def _flag_findings(recipe: Recipe, flags: Mapping[str, object] | None) -> list[F
     for flag in dict.fromkeys(serve_flags(recipe.argv)):
         base = "--" + flag[5:] if flag.startswith("--no-") else flag
         if flag in known or base in known:
+            continue
+        if full := abbreviated(flag, known):
+            out.append(_finding("flag", f"flag-abbreviated:{flag}", "warn", f"vLLM {version} reads {flag} as {full} (argparse takes a "
+                                "unique prefix): what is judged by the full name misses it", [f"{full} is the only flag starting with {flag}"],
+                                f"Spell it out: {full}."))
             continue
         out.append(_finding("flag", f"flag-unknown:{flag}", "error", f"vLLM {version} does not know {flag}: `vllm serve` would refuse to start",
                             [f"{flag} is in no add_argument call or *Args field under {vllm.get('root')}/engine and /entrypoints"],

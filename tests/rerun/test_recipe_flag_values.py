@@ -70,3 +70,23 @@ def test_an_unresolved_sparkrun_placeholder_is_named_with_its_remedy(tmp_path, m
     fixed = path.read_text().replace("runtime: vllm\n", "runtime: vllm\ndefaults:\n  max_model_len: 32768\n")
     path.write_text(fixed)
     assert not [f for f in recipe_check.check(load_recipe(str(path), {}), matrix, gb10_facts(), None) if f["kind"] == "flag"]
+
+
+# a few of vLLM 0.32's serve flags, as probes/vllm_flags lists them
+FLAGS = {"vllm": {"version": "0.32.0", "root": "/venv/vllm"},
+         "flags": ["--gpu-memory-utilization", "--max-model-len", "--max-num-seqs", "--max-num-batched-tokens", "--enforce-eager"]}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_unique_prefix_is_what_argparse_reads_not_an_unknown_flag(tmp_path, matrix, fmt):
+    """vLLM's parser keeps argparse's allow_abbrev: `--gpu-memory-util 0.8` starts; it was called unknown (an error,
+    "would refuse to start"), so the sparkrun gate refused a launch that works."""
+    folder = str(model_folder(tmp_path, "model", dense_config()))
+    flags = ["--gpu-memory-util", "0.8", "--max-num", "8", "--no-such-flag"]
+    recipe = load_recipe(str(recipe_file(tmp_path, fmt, folder, flags)), {})
+    found = {f["id"]: f for f in recipe_check.check(recipe, matrix, gb10_facts(), FLAGS) if f["kind"] == "flag"}
+    assert found["flag-abbreviated:--gpu-memory-util"]["severity"] == "warn"
+    assert "as --gpu-memory-utilization" in str(found["flag-abbreviated:--gpu-memory-util"]["title"])
+    # ambiguous (argparse refuses it) and unknown stay errors
+    assert found["flag-unknown:--max-num"]["severity"] == "error" and found["flag-unknown:--no-such-flag"]["severity"] == "error"
+    assert "flag-unknown:--gpu-memory-util" not in found
