@@ -258,7 +258,7 @@ def document(recipe: Recipe, findings: list[Finding], facts: Facts, flags: Mappi
              served: Mapping[str, object] | None = None, memory: Mapping[str, object] | None = None) -> dict[str, object]:
     failing = [f for f in findings if SEVERITY_RANK[str(f["severity"])] >= SEVERITY_RANK[fail_on]]
     return {"recipe_check_version": RECIPE_CHECK_VERSION, "recipe": {"name": recipe.name, "path": recipe.source_path,
-            "format": recipe.format, "fingerprint": recipe.fingerprint()},
+            "format": recipe.format, "fingerprint": recipe.fingerprint(), "warnings": list(recipe.warnings)},
             "target": (facts.target or {}).get("python"), "fingerprint": facts.fingerprint(),
             "vllm": (flags or {}).get("vllm"), "model": (served or {}).get("model"), "fail_on": fail_on, "failed": bool(failing),
             "findings": findings, "memory": memory}

@@ -90,3 +90,22 @@ def test_a_unique_prefix_is_what_argparse_reads_not_an_unknown_flag(tmp_path, ma
     # ambiguous (argparse refuses it) and unknown stay errors
     assert found["flag-unknown:--max-num"]["severity"] == "error" and found["flag-unknown:--no-such-flag"]["severity"] == "error"
     assert "flag-unknown:--gpu-memory-util" not in found
+
+
+def test_recipe_check_shows_what_reading_the_recipe_found(tmp_path):
+    """docs/recipes.md: `recipe show` and `recipe check` judge a shell line "with a warning naming what makes it a shell
+    line"; recipe check showed none of the recipe's warnings (a shell line, placeholders kept, a key given twice)."""
+    import json
+    import subprocess
+    import sys
+
+    path = tmp_path / "r.yaml"
+    path.write_text('recipe_version: "2"\nmodel: m\nruntime: vllm\ndefaults:\n  max_model_len: 4096\n'
+                    "command: pip install x && vllm serve {model} --max-model-len {max_model_len} --served-model-name {nick}\n")
+    run = [sys.executable, "-m", "sparkdoctor", "recipe", "check", str(path), "--python", sys.executable]
+    console = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    text = " ".join(console.stdout.split())
+    assert "warning: r.yaml: placeholders left as written (no value for them): {nick}" in text, console.stdout
+    assert "'&&' makes it a shell line" in text
+    doc = json.loads(subprocess.run([*run, "--format", "json"], capture_output=True, text=True, timeout=120).stdout)
+    assert any("'&&' makes it a shell line" in w for w in doc["recipe"]["warnings"]) and len(doc["recipe"]["warnings"]) == 2
