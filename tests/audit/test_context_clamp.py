@@ -27,3 +27,17 @@ def test_context_is_capped_at_max_model_len_and_says_so(dense):
 def test_the_models_own_length_caps_it_too(dense):
     audit = run_audit(AuditOptions(str(dense), context=100_000, gpu="gb10"))  # Qwen3-8B: 40960 positions
     assert audit.options.context == 40960 and "(the model's config)" in audit.options.notes[0]
+
+
+def test_a_recipe_without_max_model_len_shows_the_length_the_fit_used(dense, tmp_path):
+    """`fit settings: max_model_len = None` sat under a fit line sized at the model's 40960 tokens."""
+    import subprocess
+    import sys
+
+    recipe = tmp_path / "r.toml"
+    recipe.write_text(f'schema = 1\nname = "r"\nmodel = "{dense}"\ncommand = ["vllm", "serve", "{{model}}"]\n')
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", "audit", "--recipe", str(recipe), "--gpu", "gb10"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "(1 x 40960 tokens)" in p.stdout and "max_model_len = 40960 (the model's length)  <- vLLM default" in p.stdout, p.stdout
+    assert "= None" not in p.stdout
