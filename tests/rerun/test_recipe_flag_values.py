@@ -109,3 +109,19 @@ def test_recipe_check_shows_what_reading_the_recipe_found(tmp_path):
     assert "'&&' makes it a shell line" in text
     doc = json.loads(subprocess.run([*run, "--format", "json"], capture_output=True, text=True, timeout=120).stdout)
     assert any("'&&' makes it a shell line" in w for w in doc["recipe"]["warnings"]) and len(doc["recipe"]["warnings"]) == 2
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_model_path_with_a_space_split_by_the_shell_is_named(tmp_path, fmt):
+    """eugr and sparkrun hand the command to a shell: `vllm serve {model}` with `/m/my model` runs vllm serve on
+    `/m/my` with a stray `model`, which vLLM refuses; recipe check said only that `/m/my` has no local files."""
+    folder = str(model_folder(tmp_path, "my model", dense_config()))
+    recipe = load_recipe(str(recipe_file(tmp_path, fmt, folder, ["--max-model-len", "4096"])), {})
+    split = [w for w in recipe.warnings if "holds whitespace" in w]
+    if fmt == "sparkdoctor":  # our TOML command is a list of arguments: the path stays one
+        assert split == [] and folder in recipe.argv
+    else:
+        assert len(split) == 1 and f"vllm serve gets {str(tmp_path / 'my')!r}" in split[0], recipe.warnings
+    quoted = tmp_path / "q.yaml"
+    quoted.write_text(f'recipe_version: "2"\nmodel: "{folder}"\nruntime: vllm\ncommand: vllm serve "{{model}}" --max-model-len 4096\n')
+    assert not [w for w in load_recipe(str(quoted), {}).warnings if "whitespace" in w]
