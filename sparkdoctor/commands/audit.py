@@ -92,7 +92,7 @@ def _audit(options: AuditCommand) -> Audit:
         model = fromrecipe.recipe_model(loaded, model)
         note = fromrecipe.max_model_len_note(values["max_model_len"], model_facts(model).get("max_model_len"),
                                              sources["max_model_len"])
-        notes = [note] if note else []
+        notes = [n for n in (note, fromrecipe.tensor_parallel_note(loaded)) if n]
     else:
         values = {k: v if v is not None else fromrecipe.DEFAULTS[k] for k, v in explicit.items()}
     assert model is not None  # refuse_bad_options: MODEL or --recipe

@@ -39,3 +39,17 @@ def test_fp8_inc_from_a_recipe_is_one_byte_as_fp8(tmp_path, dense):
 def test_an_unsized_dtype_names_the_recipe_it_came_from(tmp_path, dense):
     with pytest.raises(AuditError, match=r"--kv-cache-dtype turboquant_k8v4 \(recipe kv \(--kv-cache-dtype turboquant_k8v4\)\): not one of"):
         _audit(_recipe(tmp_path, dense, "turboquant_k8v4"), dense)
+
+
+@pytest.mark.parametrize("flags,size", [(["-tp", "2"], 2), (["--tensor_parallel_size=4"], 4), (["-tp", "1"], None), ([], None)])
+def test_a_tensor_parallel_recipe_says_the_fit_is_one_gpu_holding_all(tmp_path, flags, size):
+    """A sparkrun recipe for two Sparks (-tp 2): `audit --recipe` judged one GPU holding every weight, without a word."""
+    from sparkdoctor.audit.fromrecipe import tensor_parallel_note
+
+    path = tmp_path / "tp.toml"
+    path.write_text('schema = 1\nname = "tp"\nmodel = "/m"\ncommand = ' + repr(["vllm", "serve", "{model}", *flags]).replace("'", '"') + "\n")
+    note = tensor_parallel_note(load_recipe(str(path), {}))
+    if size is None:
+        assert note is None
+    else:
+        assert note is not None and f"runs tensor parallel {size}" in note and f"1/{size} of the weights" in note
