@@ -129,7 +129,7 @@ def read_by_format(modules: list[Module], shape: ModelShape, include_mtp: bool, 
     return dict(out)
 
 
-KV_BYTES = {"auto": None, "bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_ds_mla": 1}
+KV_BYTES = {"auto": None, "bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1}
 
 
 def kv_bytes_per_token(shape: ModelShape, context: int, kv_dtype_bytes: float) -> float:

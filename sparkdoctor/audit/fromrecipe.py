@@ -107,6 +107,21 @@ def max_model_len_note(recipe_len: int | None, accepted: int | None, source: str
             "vLLM refuses to start with it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; the fit below is sized at it anyway")
 
 
+def tensor_parallel_note(recipe: Recipe) -> str | None:
+    """A note when the recipe splits the model over several GPUs (`--tensor-parallel-size N`/`-tp N`, the last one):
+    the fit below is one GPU holding all of it, not 1/N of the weights and KV cache on each."""
+    size = None
+    args = [vllm_spelling(str(a)) for a in recipe.argv]
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag in ("--tensor-parallel-size", "-tp"):
+            size = value if eq else (args[i + 1] if i + 1 < len(args) else None)
+    if size is None or not size.strip().isdigit() or int(size) <= 1:
+        return None
+    return (f"recipe {recipe.name} runs tensor parallel {int(size)} (--tensor-parallel-size {size.strip()}): each of its "
+            f"{int(size)} GPUs holds about 1/{int(size)} of the weights and KV cache; the fit is one GPU holding all of it")
+
+
 def recipe_model(recipe: Recipe, given: str | None, option: str = "MODEL") -> str:
     """The checkpoint to audit: MODEL when given, else the recipe's model (a local folder or a cached one); `option`:
     how the command that asks takes a model, as its errors name it."""

@@ -132,7 +132,10 @@ def _bandwidth(options: AuditOptions) -> tuple[float, str, gpus.Gpu]:
 def _kv_dtype(options: AuditOptions, shape: ModelShape, quant: list[QuantConfig]) -> tuple[str, float]:
     name = options.kv_cache_dtype.lower()
     if name not in bytemodel.KV_BYTES:
-        raise AuditError(f"--kv-cache-dtype {options.kv_cache_dtype}: not one of {', '.join(bytemodel.KV_BYTES)}")
+        source = options.sources.get("kv_cache_dtype", "")
+        given = f" ({source})" if source.startswith("recipe ") else ""  # a recipe's value: say whose it is
+        raise AuditError(f"--kv-cache-dtype {options.kv_cache_dtype}{given}: not one of {', '.join(bytemodel.KV_BYTES)}"
+                         " (the KV cache widths the audit knows)")
     width = bytemodel.KV_BYTES[name]
     if width is None:  # "auto": the model's own dtype
         scaled = next((q.source for q in quant if q.kv_cache_dtype == "fp8"), None)
@@ -171,6 +174,7 @@ def run_audit(options: AuditOptions, checkpoint: Checkpoint | None = None) -> Au
     tied_read = next((g.bytes_read for g in groups if g.key == "lm_head" and g.bytes_stored == 0), 0.0)
     weights = sum(g.bytes_read for g in groups)
     kv_name, kv_bytes = _kv_dtype(options, shape, quant)
+    _clamp_context(options, shape)
     kv = bytemodel.kv_bytes_per_token(shape, options.context, kv_bytes)
     state = float(bytemodel.state_bytes_per_token(shape))
     bandwidth, source, gpu = _bandwidth(options)
@@ -180,6 +184,17 @@ def run_audit(options: AuditOptions, checkpoint: Checkpoint | None = None) -> Au
                   options, _fit(options, shape, groups, kv_bytes, gpu), disagreements, checkpoint.bytes_read, checkpoint.bytes_on_disk)
     audit.step_bytes = _step_bytes(audit, groups, shape, options.batch)
     return audit
+
+
+def _clamp_context(options: AuditOptions, shape: ModelShape) -> None:
+    """A decoded token attends to at most max_model_len tokens (the server's length, else the model's): a longer
+    --context would size a KV read no request can make, and a ceiling lower than the server can reach."""
+    longest = options.max_model_len or shape.max_position
+    if longest and options.context > longest:
+        where = options.sources.get("max_model_len", "--max-model-len" if options.max_model_len else "the model's config")
+        options.notes.append(f"--context {options.context} is longer than the {longest} tokens a sequence may hold ({where}): "
+                             f"the KV cache read per token is sized at {longest}")
+        options.context = longest
 
 
 def _step_bytes(audit: Audit, groups: list[bytemodel.GroupRow], shape: ModelShape, batch: int) -> float:
@@ -232,7 +247,7 @@ def ceiling_for(model_dir: str | Path, bandwidth: float | None = None, context: 
     audit = run_audit(AuditOptions(str(model_dir), context=context, batch=batch, kv_cache_dtype=kv_cache_dtype,
                                    bandwidth=bandwidth, gpu=gpu))
     return {"ceiling_tok_s": audit.ceiling, "bytes_per_token": audit.bytes_per_token, "bandwidth_gbs": audit.bandwidth,
-            "bandwidth_source": audit.bandwidth_source, "context": context, "batch_ceiling_tok_s": batch * audit.bandwidth * GB / audit.step_bytes}
+            "bandwidth_source": audit.bandwidth_source, "context": audit.options.context, "batch_ceiling_tok_s": batch * audit.bandwidth * GB / audit.step_bytes}
 
 
 def roofline_line(ceiling: Ceiling, measured_tok_s: float) -> str:

@@ -27,6 +27,7 @@ from sparkdoctor.audit.locate import resolve_model
 from sparkdoctor.audit.served_model import recipe_facts
 from sparkdoctor.check import CheckRequest, collect
 from sparkdoctor.collect.targetenv import start_probes
+from sparkdoctor.conclusions.flag_values import abbreviated, refused_values
 from sparkdoctor.conclusions.workarounds import judge_all, own_copy, server_facts
 from sparkdoctor.errors import SparkdoctorError, TargetUnprobeable
 from sparkdoctor.exitcodes import EXIT_NO_VLLM
@@ -204,6 +205,11 @@ def _flag_findings(recipe: Recipe, flags: Mapping[str, object] | None) -> list[F
         base = "--" + flag[5:] if flag.startswith("--no-") else flag
         if flag in known or base in known:
             continue
+        if full := abbreviated(flag, known):
+            out.append(_finding("flag", f"flag-abbreviated:{flag}", "warn", f"vLLM {version} reads {flag} as {full} (argparse takes a "
+                                "unique prefix): what is judged by the full name misses it", [f"{full} is the only flag starting with {flag}"],
+                                f"Spell it out: {full}."))
+            continue
         out.append(_finding("flag", f"flag-unknown:{flag}", "error", f"vLLM {version} does not know {flag}: `vllm serve` would refuse to start",
                             [f"{flag} is in no add_argument call or *Args field under {vllm.get('root')}/engine and /entrypoints"],
                             f"Remove {flag} or replace it with what vLLM {version} calls it (vllm serve --help=all)."))
@@ -236,6 +242,8 @@ def check(recipe: Recipe, matrix: Matrix, facts: Facts, flags: Mapping[str, obje
     findings += _setting_findings(recipe, matrix, own, served)
     findings += _env_findings(recipe, facts, covered)
     findings += _flag_findings(recipe, flags)
+    if launches_vllm(list(recipe.argv)) and not other_engine(list(recipe.argv)):
+        findings += refused_values(recipe.argv)  # vLLM's own parser refuses these whichever vLLM it is
     findings += _workaround_findings(recipe, matrix, own)
     findings.sort(key=worst_first)
     return findings
@@ -250,7 +258,7 @@ def document(recipe: Recipe, findings: list[Finding], facts: Facts, flags: Mappi
              served: Mapping[str, object] | None = None, memory: Mapping[str, object] | None = None) -> dict[str, object]:
     failing = [f for f in findings if SEVERITY_RANK[str(f["severity"])] >= SEVERITY_RANK[fail_on]]
     return {"recipe_check_version": RECIPE_CHECK_VERSION, "recipe": {"name": recipe.name, "path": recipe.source_path,
-            "format": recipe.format, "fingerprint": recipe.fingerprint()},
+            "format": recipe.format, "fingerprint": recipe.fingerprint(), "warnings": list(recipe.warnings)},
             "target": (facts.target or {}).get("python"), "fingerprint": facts.fingerprint(),
             "vllm": (flags or {}).get("vllm"), "model": (served or {}).get("model"), "fail_on": fail_on, "failed": bool(failing),
             "findings": findings, "memory": memory}

@@ -61,6 +61,8 @@ def read(doc: Mapping[str, object], path: Path, duplicates: list[str], overrides
         argv = _drop_executor_backend(argv)
 
     model_field = doc.get("model")
+    if split := resolve.split_model_warning(path.name, [str(v) for v in (model_field, params.get("model"), params.get("model_path")) if v], argv):
+        warnings.append(split)
     model = resolve.model_in(argv) or (str(model_field) if model_field else None)
     host, port = resolve.bind_of(argv, params, where)
     needs = ["gb10"]

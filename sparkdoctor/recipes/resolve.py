@@ -150,6 +150,18 @@ def shell_line_warning(name: str, what: str, operator: str) -> str:
             "as arguments)")
 
 
+def split_model_warning(name: str, candidates: list[str], argv: list[str]) -> str | None:
+    """A model path with whitespace that the shell split: vLLM gets its first word as the model and the rest as stray
+    arguments, which `vllm serve` refuses ("unrecognized arguments")."""
+    for model in candidates:
+        words = model.split()
+        if len(words) > 1 and model not in argv and words[0] in argv:
+            return (f"{name}: model {model!r} holds whitespace and the command's shell splits it: vllm serve gets "
+                    f"{words[0]!r} and stray arguments ({' '.join(words[1:])!r}), which it refuses; quote the placeholder "
+                    "in the command (\"{model}\") or use a path without spaces")
+    return None
+
+
 def apply_overrides(params: dict[str, str], env: dict[str, str], sources: dict[str, str],
                     overrides: dict[str, str] | None, known: set[str], where: str) -> None:
     """Apply --set overrides in place: `env.NAME=value` sets an env var; any other key must be a parameter

@@ -126,6 +126,8 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
                             f"command it generates (nor here): {', '.join(sorted(dropped))}")
         sources["argv"] = (f"built from defaults by sparkrun's {variant} runtime (VLLM_FLAG_MAP at sparkrun "
                            f"{SPARKRUN_COMMIT[:7]}; no command in the recipe)")
+    if split := resolve.split_model_warning(path.name, [str(params.get("model") or "")], argv):
+        warnings.append(split)
     if any("$" in v for v in env.values()):
         warnings.append(f"{path.name}: env values with $VARS are kept as written; sparkrun expands them from its own "
                         "environment at launch")

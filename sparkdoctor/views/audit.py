@@ -64,7 +64,10 @@ def render_console(audit: Audit, console: Console) -> None:
     if o.sources:
         console.print("fit settings:")
         for k, v in o.sources.items():
-            console.print(e(f"  {k} = {getattr(o, k)}  <- {v}"))
+            value = getattr(o, k)
+            if k == "max_model_len" and value is None:  # not set (or auto): the length the fit used, the model's
+                value = f"{f.max_model_len} (the model's length)"
+            console.print(e(f"  {k} = {value}  <- {v}"))
     for d in audit.disagreements:
         times = f" (x{d.count})" if d.count > 1 else ""
         console.print("[yellow]config vs tensors[/yellow] " + e(f"{d.module}{times}: {d.detail} [{d.source}]"))

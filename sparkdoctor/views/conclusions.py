@@ -128,6 +128,8 @@ def recipe_check(console: Console, doc: dict[str, Any]) -> None:
         for e in f["evidence"]:
             console.print(f"    evidence: {_e(e)}", highlight=False)
         console.print(f"    remedy: {_e(f['remedy'])}", highlight=False)
+    for warning in r.get("warnings") or []:  # what reading the recipe found (a shell line, placeholders kept, ...)
+        console.print(f"[yellow]warning:[/] {_e(warning)}", highlight=False)
 
 
 VIEW = View(ConclusionsDocument, {
