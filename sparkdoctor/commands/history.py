@@ -99,7 +99,7 @@ def _import(path: Path, options: HistoryCommand) -> HistoryImport:
         raise UsageError(f"--import {exc}") from None
     try:  # a ledger that cannot be opened for writing (read-only, held, damaged) keeps the file too
         with open_ledger(options.ledger, read_only=False) as led:
-            if record.comparison_id is not None and led.comparison(record.comparison_id) is None:
+            if record.comparison_id is not None and not unstored.belongs(record, led.comparison(record.comparison_id)):
                 record = replace(record, comparison_id=None)  # its comparison is in another ledger
             run_id = led.add_run(record)
             ledger_path = str(led.path)
