@@ -101,7 +101,7 @@ def _import(path: Path, options: HistoryCommand) -> HistoryImport:
         with open_ledger(options.ledger, read_only=False) as led:
             if record.comparison_id is not None and not unstored.belongs(record, led.comparison(record.comparison_id)):
                 record = replace(record, comparison_id=None)  # its comparison is in another ledger
-            run_id = led.add_run(record)
+            run_id, stored = led.add_run_once(record)  # a file imported twice (or by two at once) is one run
             ledger_path = str(led.path)
     except LedgerFailure as exc:
         raise LedgerFailure(f"{exc}; {path} is kept") from None
@@ -110,7 +110,7 @@ def _import(path: Path, options: HistoryCommand) -> HistoryImport:
         removed = True
     except OSError:
         removed = False
-    return HistoryImport(ledger_path, run_id, str(path), removed)
+    return HistoryImport(ledger_path, run_id, str(path), removed, already=not stored)
 
 
 def _read(led: LedgerStore, options: HistoryCommand) -> HistoryDocument:

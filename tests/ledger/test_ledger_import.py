@@ -38,3 +38,23 @@ def test_an_arm_kept_from_its_own_comparison_keeps_it(monkeypatch, tmp_path):
     with Ledger(ledger) as led:
         assert led.run(doc.run_id)["comparison_id"] == comparison
         assert led.comparison(comparison)["runs"] == [1, doc.run_id]
+
+
+def test_a_kept_run_imported_twice_is_stored_once(monkeypatch, tmp_path):
+    """The file could not be removed after the first import (or two imports ran at once): the second stored the
+    same run again, and every listing and comparison counted it twice."""
+    import shutil
+
+    ledger = tmp_path / "ledger.sqlite"
+    Ledger(ledger).close()  # bench made it; an import never creates one
+    kept = keep(monkeypatch, tmp_path, name="tiny")
+    copy = tmp_path / "copy.json"
+    shutil.copy(kept, copy)
+    first = run(HistoryCommand(import_file=str(kept), ledger=ledger)).data
+    second = run(HistoryCommand(import_file=str(copy), ledger=ledger)).data
+    assert (first.run_id, first.already) == (1, False) and (second.run_id, second.already) == (1, True)
+    assert not copy.exists()
+    with Ledger(ledger) as led:
+        assert [r["id"] for r in led.runs()] == [1] and led.count_samples() == 3
+    other = keep(monkeypatch, tmp_path, name="tiny", samples=2)  # another run of the same recipe: stored
+    assert run(HistoryCommand(import_file=str(other), ledger=ledger)).data.run_id == 2
