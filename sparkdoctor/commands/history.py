@@ -21,6 +21,7 @@ from sparkdoctor.commands.options import (
     Ledger,
     Output,
     format_option,
+    refuse_writing_over_the_ledger,
     verb,
 )
 from sparkdoctor.errors import LedgerFailure, UsageError
@@ -64,7 +65,7 @@ class HistoryCommand:
         if self.html is not None:
             from sparkdoctor.commands.history_html import refuse_bad_name
 
-            refuse_bad_name(self.html)
+            refuse_writing_over_the_ledger(refuse_bad_name(self.html), self.ledger, "--html")
             if self.run_id is not None or self.compare:
                 raise UsageError("--html writes the whole ledger: no RUN_ID or --compare with it")
             if self.output is not None:
