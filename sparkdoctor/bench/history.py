@@ -70,5 +70,6 @@ class HistoryImport(HistoryDocument):
     run_id: int
     file: str
     removed: bool  # the file is gone now that the ledger holds the run (False: it could not be removed)
+    already: bool = False  # the ledger held this run already (the file was imported before): not stored twice
 
     kind = "history-import"

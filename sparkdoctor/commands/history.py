@@ -21,6 +21,7 @@ from sparkdoctor.commands.options import (
     Ledger,
     Output,
     format_option,
+    refuse_writing_over_the_ledger,
     verb,
 )
 from sparkdoctor.errors import LedgerFailure, UsageError
@@ -64,7 +65,7 @@ class HistoryCommand:
         if self.html is not None:
             from sparkdoctor.commands.history_html import refuse_bad_name
 
-            refuse_bad_name(self.html)
+            refuse_writing_over_the_ledger(refuse_bad_name(self.html), self.ledger, "--html")
             if self.run_id is not None or self.compare:
                 raise UsageError("--html writes the whole ledger: no RUN_ID or --compare with it")
             if self.output is not None:
@@ -99,9 +100,9 @@ def _import(path: Path, options: HistoryCommand) -> HistoryImport:
         raise UsageError(f"--import {exc}") from None
     try:  # a ledger that cannot be opened for writing (read-only, held, damaged) keeps the file too
         with open_ledger(options.ledger, read_only=False) as led:
-            if record.comparison_id is not None and led.comparison(record.comparison_id) is None:
+            if record.comparison_id is not None and not unstored.belongs(record, led.comparison(record.comparison_id)):
                 record = replace(record, comparison_id=None)  # its comparison is in another ledger
-            run_id = led.add_run(record)
+            run_id, stored = led.add_run_once(record)  # a file imported twice (or by two at once) is one run
             ledger_path = str(led.path)
     except LedgerFailure as exc:
         raise LedgerFailure(f"{exc}; {path} is kept") from None
@@ -110,7 +111,7 @@ def _import(path: Path, options: HistoryCommand) -> HistoryImport:
         removed = True
     except OSError:
         removed = False
-    return HistoryImport(ledger_path, run_id, str(path), removed)
+    return HistoryImport(ledger_path, run_id, str(path), removed, already=not stored)
 
 
 def _read(led: LedgerStore, options: HistoryCommand) -> HistoryDocument:

@@ -170,6 +170,9 @@ def verb(options: type[E], run: Callable[[E], Result[object]], help: str, say_er
         from sparkdoctor.cli_support import err
         from sparkdoctor.emit import emit
 
+        if hasattr(parsed, "ledger"):  # a verb that reads or writes the ledger (--ledger PATH or None) never writes over it
+            ledger = parsed.ledger
+            refuse_writing_over_the_ledger(parsed.output, ledger if isinstance(ledger, Path) else None)
         result = run(parsed)
         code = emit(result, parsed.fmt, parsed.output)
         for error in result.errors if say_errors else []:
@@ -212,6 +215,29 @@ def refuse_unwritable_output(output: Path | None, flag: str = "--output") -> Non
         raise UsageError(f"{flag} {output}: its folder {folder} {why}; nothing was done")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"{flag} {output}: its folder {folder} is not writable; nothing was done")
+
+
+def refuse_writing_over_the_ledger(output: Path | None, ledger: Path | None, flag: str = "--output") -> None:
+    """`-o FILE` (or `--html FILE`) that is the ledger the command reads or writes (a link to it, or its -wal, -shm or
+    -journal file): the document would replace every stored run. One line, exit 2, before anything is read."""
+    import os
+
+    from sparkdoctor.errors import UsageError
+    from sparkdoctor.ledger import default_path
+
+    if output is None:
+        return
+    led = ledger or default_path()
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        names = {f"{led}{suffix}", f"{os.path.realpath(led)}{suffix}"}
+        try:
+            same = any(os.path.realpath(output) == os.path.realpath(n) or (os.path.exists(n) and os.path.samefile(output, n))
+                       for n in names)
+        except OSError:  # output does not exist yet: the names decided
+            same = False
+        if same:
+            what = f"its {suffix[1:]} file" if suffix else "the ledger itself"
+            raise UsageError(f"{flag} {output}: is {what} ({led}); the document would replace the ledger: write it elsewhere")
 
 
 def refuse_bad_seconds(option: str, seconds: float) -> None:

@@ -99,8 +99,8 @@ def shape_problem(data: object) -> str | None:
         value = data.get(key)
         if not (isinstance(value, dict) and all(isinstance(value.get(arm), kind) for arm in ("A", "B"))):
             return f"{key!r} does not hold both arms"
-    if not all(type(r) is int for arm in ("A", "B") for r in data["runs"][arm]) or not all(data["runs"].values()):
-        return "'runs' must hold run ids (integers) for both arms"
+    if not all(type(r) is int and 0 < r < 2**63 for arm in ("A", "B") for r in data["runs"][arm]) or not all(data["runs"].values()):
+        return "'runs' must hold run ids (integers from 1 to 2**63-1, as the ledger's) for both arms"
     levels = data.get("levels") or []
     for level in levels if isinstance(levels, list) else [None]:
         ratio = level.get("ratio") if isinstance(level, dict) else None

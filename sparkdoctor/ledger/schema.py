@@ -145,19 +145,31 @@ def _one(db: sqlite3.Connection, sql: str) -> int:
 
 
 def _open_read_only(path: Path) -> sqlite3.Connection:
-    """The file opened for reading only: nothing is created or written, not even its -wal/-shm files where SQLite
-    can do without. A WAL ledger on storage nobody can write (a read-only mount, a CD, a colleague's folder) needs
-    its -shm file, which cannot be made there: read it as immutable, which is true of it."""
-    uri = f"file:{urllib.parse.quote(os.fsencode(path.resolve()))}?mode=ro"  # the path's bytes: any, not only UTF-8
-    db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    """The file opened for reading only: nothing is created or written beside it, not even -wal/-shm files.
+
+    A read-only connection to a WAL file makes its -wal and -shm files and cannot remove them as it closes. Where no
+    -wal file is there, no one has the file open (the last connection to close removes it), so: on storage one may
+    write, the file is opened read-write but `query_only` (no statement can write), and SQLite, closing it, removes
+    what it made; on storage one may not write (a read-only file, folder or mount), no writer can change it, so it
+    is read as immutable. Where a -wal file is there (a writer has it open), it is read under SQLite's locks."""
+    resolved = path.resolve()
+    uri = f"file:{urllib.parse.quote(os.fsencode(resolved))}"  # the path's bytes: any, not only UTF-8
+    writable = os.access(resolved, os.W_OK) and os.access(resolved.parent, os.W_OK)
+    if not os.path.lexists(f"{resolved}-wal"):
+        if not writable:
+            return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        db = sqlite3.connect(uri + "?mode=rw", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        db.execute("PRAGMA query_only = ON")
+        return db
+    db = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     try:
         db.execute("PRAGMA user_version").fetchone()  # the first read opens the file (and its WAL)
         return db
     except sqlite3.OperationalError:
         db.close()
-        if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
+        if writable:
             raise  # writable storage: a real error, said as such
-    return sqlite3.connect(uri + "&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
 
 
 def _in_memory(db: sqlite3.Connection) -> sqlite3.Connection:

@@ -13,7 +13,7 @@ import math
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -182,30 +182,52 @@ class Ledger:
             raise LedgerError(f"ledger {self.path}: {exc}{hint(exc)}") from None
 
     # ---- writing ---------------------------------------------------------------------------------
-    def add_run(self, run: RunRecord) -> int:
-        """Store a whole run (row + samples) in one transaction; its id."""
-        now = run.created_at or datetime.now(timezone.utc).isoformat(timespec="seconds")
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One write transaction (BEGIN IMMEDIATE: it waits for another writer), committed whole or rolled back."""
         with self._failing():
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                cur = self.db.execute(
-                    "INSERT INTO runs (created_at, recipe_name, recipe_hash, recipe_json, base_url, model, server_json,"
-                    " fingerprint, facts_json, bench_version, tool_version, workload_json, summary_json, findings_json,"
-                    " comparison_id, arm, memory_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (now, run.recipe.get("name"), recipe_hash(run.recipe), _dump(run.recipe), run.base_url, run.model,
-                     _dump(run.server), run.fingerprint, _dump(run.facts), run.bench_version, run.tool_version,
-                     _dump(run.workload), _dump(run.summary), _dump(run.findings), run.comparison_id, run.arm,
-                     None if run.memory is None else _dump(run.memory)))
-                run_id = _rowid(cur)
-                for conc, rnd, idx, sample in run.samples:
-                    self.db.execute("INSERT INTO samples (run_id, concurrency, round, idx, sample_json) VALUES (?,?,?,?,?)",
-                                    (run_id, conc, rnd, idx, _dump(sample)))
+                yield
                 self.db.execute("COMMIT")
-                return run_id
             except BaseException:
                 if self.db.in_transaction:  # SQLite ends it itself on a full disk: the error to report is that one
                     self.db.execute("ROLLBACK")
                 raise
+
+    def add_run(self, run: RunRecord) -> int:
+        """Store a whole run (row + samples) in one transaction; its id."""
+        with self._transaction():
+            return self._insert(run)
+
+    def add_run_once(self, run: RunRecord) -> tuple[int, bool]:
+        """Store a run unless the ledger holds it already (the same time, recipe, toolchain and numbers: a kept run
+        imported twice, or by two imports at once); (its id, whether it was stored now). One transaction."""
+        now = run.created_at or datetime.now(timezone.utc).isoformat(timespec="seconds")
+        samples = list(run.samples)
+        with self._transaction():
+            same = self.db.execute(
+                "SELECT id FROM runs WHERE created_at = ? AND recipe_hash = ? AND fingerprint = ? AND arm IS ?"
+                " AND summary_json = ? AND (SELECT count(*) FROM samples WHERE run_id = runs.id) = ? ORDER BY id LIMIT 1",
+                (now, recipe_hash(run.recipe), run.fingerprint, run.arm, _dump(run.summary), len(samples))).fetchone()
+            return (int(same[0]), False) if same else (self._insert(replace(run, samples=samples)), True)
+
+    def _insert(self, run: RunRecord) -> int:
+        """The run's row and samples, inside the caller's transaction."""
+        now = run.created_at or datetime.now(timezone.utc).isoformat(timespec="seconds")
+        cur = self.db.execute(
+            "INSERT INTO runs (created_at, recipe_name, recipe_hash, recipe_json, base_url, model, server_json,"
+            " fingerprint, facts_json, bench_version, tool_version, workload_json, summary_json, findings_json,"
+            " comparison_id, arm, memory_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (now, run.recipe.get("name"), recipe_hash(run.recipe), _dump(run.recipe), run.base_url, run.model,
+             _dump(run.server), run.fingerprint, _dump(run.facts), run.bench_version, run.tool_version,
+             _dump(run.workload), _dump(run.summary), _dump(run.findings), run.comparison_id, run.arm,
+             None if run.memory is None else _dump(run.memory)))
+        run_id = _rowid(cur)
+        for conc, rnd, idx, sample in run.samples:
+            self.db.execute("INSERT INTO samples (run_id, concurrency, round, idx, sample_json) VALUES (?,?,?,?,?)",
+                            (run_id, conc, rnd, idx, _dump(sample)))
+        return run_id
 
     def begin_comparison(self, a_label: str, b_label: str) -> int:
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")

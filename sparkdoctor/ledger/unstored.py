@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -65,6 +66,21 @@ def load(path: Path) -> RunRecord:
     fields = {k: v for k, v in data.items() if k not in ("kind", "version")}
     fields["samples"] = [tuple(s) for s in data["samples"]]
     return RunRecord(**fields)
+
+
+def belongs(record: RunRecord, comparison: Mapping[str, object] | None) -> bool:
+    """Whether `comparison` (Ledger.comparison()) can be the A/B the kept arm was measured in: its label for the arm
+    names the run's recipe (bench labels an arm by its recipe's name, "name (path)" when both arms share one) and it
+    began before the run was measured. An id alone is not enough: another ledger's A/B 1 is not this ledger's."""
+    if comparison is None or record.arm not in ("A", "B"):
+        return False
+    label, name = comparison.get("a" if record.arm == "A" else "b"), record.recipe.get("name")
+    if not (isinstance(label, str) and isinstance(name, str) and (label == name or label.startswith(f"{name} ("))):
+        return False
+    try:
+        return datetime.fromisoformat(str(comparison.get("created_at"))) <= datetime.fromisoformat(str(record.created_at))
+    except (TypeError, ValueError):  # a time without its zone against one with it, or not a time
+        return False
 
 
 def _problem(data: dict[str, object]) -> str | None:

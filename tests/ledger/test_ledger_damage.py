@@ -153,6 +153,23 @@ def test_a_conclusion_whose_ratio_is_no_finite_number_is_broken(tmp_path, ratio)
     assert item["state"] == "broken" and "finite numbers" in item["reasons"][0], item
 
 
+@pytest.mark.parametrize("run_id", [2**63, -(2**63) - 1, 10**30])
+def test_a_conclusion_whose_run_id_no_ledger_holds_is_broken_not_an_internal_error(tmp_path, run_id):
+    """An integer past SQLite's 64 bits was a run id to the shape check and an OverflowError when its runs were looked
+    up: `conclusions` (every conclusion, not only that one) and `rerun --dry-run` ended in an internal error."""
+    path = ledger_with_conclusion(tmp_path)
+    with Ledger(path) as led:
+        (first,) = store.latest(led)
+    data = json.loads(json.dumps(first.data))
+    data["runs"]["A"].append(run_id)
+    damage(path, "UPDATE conclusions SET data_json = ? WHERE id = 1", json.dumps(data))
+    for args in (("conclusions",), ("conclusions", "--format", "json"), ("rerun", "--dry-run", "--format", "json")):
+        p = cli(*args, "--ledger", path)
+        assert p.returncode == 0 and "internal error" not in p.stderr, (args, p.stderr)
+    (item,) = json.loads(cli("conclusions", "--ledger", path, "--format", "json").stdout)["conclusions"]
+    assert item["state"] == "broken" and "run ids" in item["reasons"][0], item
+
+
 @pytest.mark.parametrize("facts", ["garbage", '{"schema": 40}', '{"schema": null, "target": "x"}'])
 def test_a_conclusion_whose_run_is_damaged_is_broken(tmp_path, facts):
     """Facts that are JSON but not Facts this sparkdoctor reads (found by tests/test_fuzz_inputs.py) too."""

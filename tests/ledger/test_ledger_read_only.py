@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def cli(*args: object, as_user: list[str] | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, COLUMNS="200", SPARKDOCTOR_STATE_DIR=os.devnull, SPARKDOCTOR_CACHE_DIR=os.devnull)
+    if as_user:  # the other user cannot read root's data folder (the matrix updates rerun looks for)
+        env["SPARKDOCTOR_DATA_DIR"] = os.devnull
     return subprocess.run([*(as_user or []), sys.executable, "-m", "sparkdoctor", *map(str, args)], capture_output=True,
                           text=True, timeout=300, cwd=ROOT, env=env)
 
@@ -119,3 +121,37 @@ def test_a_device_as_the_ledger_is_named_as_not_a_file(device):
     p = cli("history", "--ledger", device)
     assert p.returncode == EXIT_LEDGER and p.stderr.count("\n") == 1, p.stderr
     assert "not a regular file" in p.stderr and "disk full" not in p.stderr, p.stderr
+
+
+READERS = (("history",), ("history", "1"), ("history", "--format", "json"), ("conclusions",), ("rerun", "--dry-run"))
+
+
+def test_reading_a_wal_ledger_leaves_no_wal_or_shm_files_beside_it(tmp_path):
+    """A read-only SQLite connection to a WAL file makes its -wal and -shm files and cannot remove them as it closes:
+    every reader left two files beside the user's ledger."""
+    path = tmp_path / "ledger.sqlite"
+    with Ledger(path) as led:
+        led.add_run(record(name="wal-run"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ledger.sqlite"]  # a writer's last close removes them
+    before = digest(path)
+    for args in READERS:
+        p = cli(*args, "--ledger", path)
+        assert p.returncode == 0, (args, p.stderr)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["ledger.sqlite"], f"{args} left -wal/-shm files"
+    assert digest(path) == before
+
+
+def test_a_read_only_wal_ledger_in_a_folder_one_may_write_is_read_and_nothing_is_made_beside_it(read_only_folder):
+    folder, as_user = read_only_folder
+    path = folder / "ledger.sqlite"
+    with Ledger(path) as led:
+        led.add_run(record(name="kept-run"))
+    folder.chmod(0o777)
+    path.chmod(0o444)
+    before = digest(path)
+    for args in READERS:
+        p = cli(*args, "--ledger", path, as_user=as_user)
+        assert p.returncode == 0, (args, p.stderr)
+        assert sorted(p.name for p in folder.iterdir()) == ["ledger.sqlite"], f"{args} left -wal/-shm files"
+    assert "kept-run" in cli("history", "--ledger", path, as_user=as_user).stdout
+    assert digest(path) == before
