@@ -21,7 +21,8 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
@@ -29,7 +30,7 @@ sys.path.insert(0, str(HERE))
 
 from sparkdoctor.matrix import load  # noqa: E402
 from sparkdoctor.matrix.model import Entry  # noqa: E402
-from sparkdoctor.matrix.symptoms import SymptomMatch, match_text  # noqa: E402
+from sparkdoctor.matrix.symptoms import match_text  # noqa: E402
 from tests.explain_reference import old_match_text  # noqa: E402
 
 VLLM = [
@@ -67,14 +68,35 @@ def many(base: list[Entry], n: int) -> list[Entry]:
     return base + extra
 
 
-def cpu(fn: Callable[[], list[SymptomMatch]], runs: int) -> tuple[float, float, list[SymptomMatch]]:
-    cpus, walls, out = [], [], []
+def cpu(fn: Callable[[], Sequence[object]], runs: int) -> tuple[float, float, Sequence[object]]:
+    cpus: list[float] = []
+    walls: list[float] = []
+    out: Sequence[object] = []
     for _ in range(runs):
         w, c = time.perf_counter(), time.process_time()
         out = fn()
         cpus.append(time.process_time() - c)
         walls.append(time.perf_counter() - w)
     return statistics.median(cpus), statistics.median(walls), out
+
+
+def serve_scan(entries: list[Entry], runs: int, lines: int = 5000) -> bool:
+    """The serve log scanner's per-line matcher (line_hits) over `lines` log lines: before, every symptom was
+    normalised again for every line (the cache swapped out for plain normalise); after, once."""
+    from sparkdoctor.matrix import symptoms
+    from sparkdoctor.serve.logscan import match_line
+
+    body = log(lines).splitlines()
+    a_cpu, _, after = cpu(lambda: [h for x in body for h in match_line(x, entries)], runs)
+    cached = symptoms._normalised_symptom
+    symptoms._normalised_symptom = symptoms.normalise  # type: ignore[assignment]
+    try:
+        b_cpu, _, before = cpu(lambda: [h for x in body for h in match_line(x, entries)], runs)
+    finally:
+        symptoms._normalised_symptom = cached
+    print(f"\nserve log scanner, {lines:,} lines x bundled matrix: before {b_cpu:.2f} CPU s, after {a_cpu:.2f} CPU s, "
+          f"{len(after)} hits, same: {'yes' if before == after else 'NO'}")
+    return before == after
 
 
 def main() -> int:
@@ -94,9 +116,9 @@ def main() -> int:
         text = log(n)
         for name, entries in matrices.items():
             count = sum(len(e.symptoms) for e in entries)
-            a_cpu, a_wall, after = cpu(lambda t=text, e=entries: match_text(t, e), args.runs)
+            a_cpu, a_wall, after = cpu(partial(match_text, text, entries), args.runs)
             if n * count <= args.before_limit:
-                b_cpu, _, before = cpu(lambda t=text, e=entries: old_match_text(t, e), args.runs)
+                b_cpu, _, before = cpu(partial(old_match_text, text, entries), args.runs)
                 same = before == after
                 ok &= same
                 shown_b, shown_same = f"{b_cpu:.2f}", "yes" if same else "NO"
@@ -104,6 +126,7 @@ def main() -> int:
                 shown_b, shown_same = "(skipped)", "-"
             print(f"| {n:,} | {name} | {count:,} | {shown_b} | {a_cpu:.2f} | {a_wall:.2f} | {len(after)} | {shown_same} |",
                   flush=True)
+    ok &= serve_scan(base, args.runs)
     print(f"load average after: {os.getloadavg()[0]:.2f}; runs per cell: {args.runs} (median)")
     return 0 if ok else 1
 
