@@ -146,7 +146,7 @@ def match_text(text: str, entries: Iterable[Entry]) -> list[SymptomMatch]:
     results: dict[str, SymptomMatch] = {}
     # A symptom is looked for (one scan of the whole text each) only when the text holds every word inside it:
     # without this, N symptoms cost N scans of the text (4,000 symptoms, a 100,000-line log: 17 s of CPU).
-    words = _words(text) | _words(whole_clean)
+    words = _words(text) | _words(whole_clean) if "\x1b" in text else _words(text)  # no colour: the same words
     norm_words = _words(whole)
     for entry, symptom, sym_norm in _symptoms(entries):
         # the lines are walked only for a symptom the whole text holds (one scan in C, not one Python step a line)
