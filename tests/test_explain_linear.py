@@ -74,3 +74,11 @@ def test_the_fixtures_and_many_symptoms_give_the_same_output() -> None:
         new = match_text(text, entries)
         assert new == old_match_text(text, entries), path.name
         assert {"third-7", "third-12"} <= {m.entry.id for m in new}
+
+
+def test_a_nul_in_the_text_never_stands_for_a_number_or_a_path() -> None:
+    """The tolerant pass writes a number as NUL 'n' and a path as NUL 'p'; a NUL past the first 8 KiB (explain's
+    binary check) is kept, so "more than NUL n seconds" matched "blocked for more than 120 seconds"."""
+    text = "INFO task kworker blocked for more than \x00n seconds"
+    assert [m.entry.id for m in match_text(text, ENTRIES)] == []
+    assert [m.entry.id for m in match_text(text.replace("\x00n", "240"), ENTRIES)] == ["host-hung-tasks"]

@@ -83,7 +83,7 @@ def strip_ansi(text: str) -> str:
 
 def normalise(text: str) -> str:
     """The form the tolerant pass compares: no colour, paths and numbers as tokens, no whitespace."""
-    text = strip_ansi(text).lower()
+    text = strip_ansi(text).lower().replace("\x00", "\ufffd")  # a NUL of the text never forms a token
     text = _PATH.sub("\x00p", text)
     text = _NUMBER.sub("\x00n", text)
     return _SPACE.sub("", text)
