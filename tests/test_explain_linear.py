@@ -1,0 +1,84 @@
+"""explain's matcher looks for a symptom only when the text holds every word inside it (so that many symptoms do
+not each cost a scan of a big log). That must change no result: on a varied corpus (the bundled fixtures, texts
+made of the symptoms' own pieces cut anywhere, wrapped, coloured, upper-cased, with paths and numbers, odd Unicode
+and line separators) it finds exactly what the old matcher (tests/explain_reference.py) found, in the same order."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sparkdoctor.matrix import load
+from sparkdoctor.matrix.symptoms import _may_hold, _words, match_text
+from tests.explain_reference import old_match_text
+
+DATA = Path(__file__).resolve().parent / "data" / "explain"
+MATRIX = load()
+ENTRIES = MATRIX.entries
+SYMPTOMS = [s for e in ENTRIES for s in e.symptoms]
+PIECES = st.sampled_from([*SYMPTOMS, " ", "\n", "\r\n", "\u2028", "\x1b[31m", "\x1b[0m", "/usr/lib/x.so", "12345",
+                          "_", "é", "ß", "İ", "ǅ", "٣", "-", ": ", "(2048)", "\t"])
+
+
+def _variant(draw: st.DrawFn) -> str:
+    s = draw(st.sampled_from(SYMPTOMS))
+    i, j = sorted((draw(st.integers(0, len(s))), draw(st.integers(0, len(s)))))
+    cut = s[i:j] if draw(st.booleans()) else s
+    how = draw(st.sampled_from(["as is", "upper", "wrap", "colour", "number"]))
+    if how == "upper":
+        return cut.upper()
+    if how == "wrap":
+        k = draw(st.integers(0, len(cut)))
+        return cut[:k] + draw(st.sampled_from(["\n", "\n  ", " "])) + cut[k:]
+    if how == "colour":
+        k = draw(st.integers(0, len(cut)))
+        return cut[:k] + "\x1b[1m" + cut[k:]
+    if how == "number":
+        return cut.replace("2048", "4096").replace("12", "99")
+    return cut
+
+
+@st.composite
+def texts(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(st.one_of(PIECES, st.composite(_variant)(), st.text(max_size=12)), max_size=12))
+    return "".join(parts)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts())
+def test_same_matches_as_before(text: str) -> None:
+    assert match_text(text, ENTRIES) == old_match_text(text, ENTRIES)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40), st.text(max_size=40), st.text(max_size=40))
+def test_a_needle_in_the_text_is_never_filtered_out(before: str, needle: str, after: str) -> None:
+    """The filter is safe: a text that contains the needle always passes it, whatever the characters."""
+    assert _may_hold(_words(before + needle + after, step=3), needle)
+
+
+def test_words_read_in_slices_are_the_words_read_at_once() -> None:
+    text = "alpha beta_gamma δέλτα\n" * 50 + "x" * 70
+    assert _words(text, step=7) == _words(text) == {"alpha", "beta_gamma", "δέλτα", "x" * 70}
+
+
+def test_the_fixtures_and_many_symptoms_give_the_same_output() -> None:
+    extra = [dataclasses.replace(ENTRIES[i % len(ENTRIES)], id=f"third-{i}", symptoms=[f"Error: op_{i} failed here", f"OP{i}"])
+             for i in range(300)]
+    entries = ENTRIES + extra
+    for path in sorted(DATA.iterdir()):
+        text = path.read_text(errors="replace") + "\nError: op_7 failed here\nOP12\n"
+        new = match_text(text, entries)
+        assert new == old_match_text(text, entries), path.name
+        assert {"third-7", "third-12"} <= {m.entry.id for m in new}
+
+
+def test_a_nul_in_the_text_never_stands_for_a_number_or_a_path() -> None:
+    """The tolerant pass writes a number as NUL 'n' and a path as NUL 'p'; a NUL past the first 8 KiB (explain's
+    binary check) is kept, so "more than NUL n seconds" matched "blocked for more than 120 seconds"."""
+    text = "INFO task kworker blocked for more than \x00n seconds"
+    assert [m.entry.id for m in match_text(text, ENTRIES)] == []
+    assert [m.entry.id for m in match_text(text.replace("\x00n", "240"), ENTRIES)] == ["host-hung-tasks"]
