@@ -20,9 +20,7 @@ def died(name: str, code: int | None, after: float, when: str, pump: LogPump, lo
 
 
 def evidence(pump: LogPump, log_path: Path) -> str:
-    # the server's last words: a note of ours added while it was dying ("port N answers, but not from this
-    # server's processes") came after its "Address already in use" when the machine was busy
-    last = pump.server_said or pump.last_line() or "(no output)"
+    last = pump.last_line() or "(no output)"
     if len(last) > 300:
         last = last[:300] + "..."
     known = ", ".join(dict.fromkeys(h.entry_id for h in pump.hits))

@@ -37,7 +37,6 @@ class LogPump:
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.lines = 0
         self.kept = 0  # bytes of the server's output written to the log
-        self.server_said = ""  # the server's own last non-empty line: what an error quotes, never our notes
         self._seen: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self._file = open(log_path, "a", encoding="utf-8", errors="replace")
@@ -63,8 +62,6 @@ class LogPump:
         with self._lock:
             self.lines += 1
             self.tail.append(strip_ansi(text))
-            if from_server and text.strip():
-                self.server_said = self.tail[-1].strip()
             written = text + "\n"
             if from_server:
                 size = len(written.encode("utf-8", errors="replace"))
