@@ -69,10 +69,10 @@ def memory_of(text: str | None) -> dict[str, object] | None:
     for line in text.splitlines():
         name, _, rest = line.partition(":")
         value = _int(rest.split()[0]) if rest.split() else None
-        if name in MEMINFO_KEYS and value is not None:
+        if name in MEMINFO_KEYS and value is not None and value >= 0:  # a size below 0 is a garbled file, not a size
             raw[MEMINFO_KEYS[name]] = value
     out: dict[str, object] = {k: raw.get(k) for k in ("total_kib", "available_kib", "swap_total_kib")}
-    if "swap_total_kib" in raw and "swap_free_kib" in raw:
+    if "swap_total_kib" in raw and "swap_free_kib" in raw and raw["swap_free_kib"] <= raw["swap_total_kib"]:
         out["swap_used_kib"] = raw["swap_total_kib"] - raw["swap_free_kib"]
     if "cached_kib" in raw:
         # clean page cache a `drop_caches` would give back: not shared memory (tmpfs), not dirty pages

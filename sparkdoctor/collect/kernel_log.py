@@ -23,9 +23,14 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkdoctor.collect.hostroot import is_live_root
+
 KINDS = ("nvrm-no-memory", "xid", "oom-kill", "oom-invoked", "hung-task")
 MAX_RECORDS = 50_000  # /dev/kmsg records read at most (the ring buffer holds far fewer)
 MAX_LINE = 2048
+MAX_BYTES = 8 * 1024 * 1024  # of a kernel log read
+JOURNAL_TIMEOUT = 10.0  # seconds journalctl may take
+JOURNAL = ("journalctl", "-k", "-b", "-o", "short-monotonic", "--no-pager", "-q", "-n", "50000")  # this boot, kmsg's clock
 
 _STAMP = re.compile(r"^\s*\[\s*(\d{1,10}\.\d{1,9})\]\s*")  # dmesg: seconds since boot
 _CTIME = re.compile(r"^\s*\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]\s*")  # dmesg -T
@@ -105,19 +110,24 @@ def counts(events: list[KernelEvent]) -> dict[str, int]:
             "oom_kills_cgroup": cgroup, "hung_tasks": found["hung-task"]}
 
 
-def read_kmsg(root: Path, max_bytes: int = 8 * 1024 * 1024) -> str | None:
+def read_kmsg(root: Path, max_bytes: int = MAX_BYTES) -> str | None:
     """The kernel's ring buffer as /dev/kmsg gives it (one record a read, never blocking), or a fixture tree's
     regular file of records; None where it cannot be read (no permission: dmesg_restrict)."""
+    return _kmsg(root, max_bytes)[0]
+
+
+def _kmsg(root: Path, max_bytes: int = MAX_BYTES) -> tuple[str | None, str]:
+    """(the text, "") or (None, why not)."""
     path = root / "dev" / "kmsg"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
+    except OSError as exc:
+        return None, exc.strerror or str(exc)
     chunks: list[bytes] = []
     size = 0
     try:
         if not os.path.samestat(os.fstat(fd), os.stat(path)):
-            return None
+            return None, "replaced while it was opened"
         for _ in range(MAX_RECORDS):
             try:
                 chunk = os.read(fd, 8192)
@@ -133,7 +143,38 @@ def read_kmsg(root: Path, max_bytes: int = 8 * 1024 * 1024) -> str | None:
                 break
     finally:
         os.close(fd)
-    return b"".join(chunks).decode("utf-8", errors="replace")
+    return b"".join(chunks).decode("utf-8", errors="replace"), ""
+
+
+@dataclass(frozen=True)
+class KernelLog:
+    """The kernel log a post-mortem read: its text and which source it came from (None: none could be read), and why
+    each source tried before it was not read."""
+
+    text: str | None
+    source: str | None
+    refused: list[str]
+
+
+def read_kernel_log(root: Path, live: bool | None = None) -> KernelLog:
+    """/dev/kmsg, and on this machine (`live`: the real root) where it is refused, `journalctl -k` of this boot: on
+    Ubuntu (DGX OS) dmesg_restrict=1 refuses /dev/kmsg to a user who is not root, while the adm and systemd-journal
+    groups (the first user is in adm) may read the journal. journalctl runs with a time limit and keeps the last
+    MAX_BYTES of what it writes; a fixture tree's log is never this machine's journal."""
+    text, why = _kmsg(root)
+    if text is not None:
+        return KernelLog(text, "/dev/kmsg", [])
+    refused = [f"/dev/kmsg: {why}"]
+    if live if live is not None else is_live_root():
+        from sparkdoctor import proc
+
+        done = proc.run(list(JOURNAL), timeout=JOURNAL_TIMEOUT, max_output=(0, MAX_BYTES))
+        if done.ok and done.stdout.strip():
+            return KernelLog(done.stdout, "journalctl -k", refused)
+        said = done.stderr.strip().splitlines()
+        refused.append("journalctl -k: " + (done.describe_failure() if not done.ok else said[-1][:200] if said
+                                            else "no entries (not in the adm or systemd-journal group?)"))
+    return KernelLog(None, None, refused)
 
 
 def uptime(root: Path) -> float | None:

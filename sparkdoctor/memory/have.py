@@ -185,6 +185,14 @@ def kib_bytes(kib: object) -> int | None:
     return kib * KIB if isinstance(kib, int) else None
 
 
+def count(text: str | None) -> int | None:
+    """A non-negative decimal count as /proc and cgroup files write it; None for anything else. `str.isdigit` is True
+    for "²" and "٣", which `int()` refuses, and `int()` refuses text past 4,300 digits: read as is, either ended
+    the preflight with an internal error."""
+    text = (text or "").strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else None
+
+
 def _small(path: Path) -> str | None:
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
@@ -196,8 +204,8 @@ def _small(path: Path) -> str | None:
 def _meminfo_free(root: Path) -> int | None:
     for line in (_small(root / "proc" / "meminfo") or "").splitlines():
         name, _, rest = line.partition(":")
-        if name == "MemFree" and rest.split() and rest.split()[0].isdigit():
-            return int(rest.split()[0])
+        if name == "MemFree" and rest.split():
+            return count(rest.split()[0])
     return None
 
 
@@ -235,8 +243,8 @@ def _status(root: Path, pid: int) -> tuple[str | None, int | None]:
         key, _, rest = line.partition(":")
         if key == "Name":
             name = rest.strip()[:64] or None
-        elif key == "VmRSS" and rest.split() and rest.split()[0].isdigit():
-            rss = int(rest.split()[0]) * KIB
+        elif key == "VmRSS" and rest.split():
+            rss = kib_bytes(count(rest.split()[0]))
     return name, rss
 
 
@@ -287,9 +295,9 @@ def _visible(gpus: list[_GPU]) -> list[_GPU]:
 
 def _cgroup_memory(folder: Path) -> int | None:
     for name in ("memory.current", "memory.usage_in_bytes"):
-        text = (_small(folder / name) or "").strip()
-        if text.isdigit():
-            return int(text)
+        used = count(_small(folder / name))
+        if used is not None:
+            return used
     return None
 
 
@@ -310,7 +318,7 @@ def _containers(root: Path, holders: list[Holder], errors: list[str]) -> list[Co
                 used = _cgroup_memory(folder)
                 if used is None or cid in out:
                     continue
-                pids = [int(p) for p in (_small(folder / "cgroup.procs") or "").split() if p.isdigit()][:MAX_PIDS]
+                pids = [p for p in map(count, (_small(folder / "cgroup.procs") or "").split()) if p is not None][:MAX_PIDS]
                 out[cid] = ContainerMemory(cid, "/" + str(folder.relative_to(root)), used, pids, bool(on_gpu & set(pids)))
     return sorted(out.values(), key=lambda c: -c.bytes)
 
@@ -325,30 +333,32 @@ def sample(pids: set[int], root: Path | None = None) -> tuple[int | None, int | 
 
 def cgroup_room(pid: int, root: Path | None = None) -> tuple[int | None, int | None]:
     """(the limit, what the cgroup uses now: memory.current / memory.usage_in_bytes less its reclaimable page cache)
-    of the memory cgroup that binds process `pid`: its own or an ancestor's (a systemd slice's MemoryMax binds every
+    of the memory cgroup that binds process `pid` (v2: the lower of memory.max and memory.high, past which the kernel
+    throttles the cgroup's allocations until they stall; v1: memory.limit_in_bytes): its own or an ancestor's (a systemd slice's MemoryMax binds every
     unit under it), whichever leaves the least room; (None, None) without a limit (no memory controller, a process
     gone; a v1 "no limit" is a huge number: anything past MemTotal is none)."""
     root = host_root() if root is None else Path(root)
     total = (meminfo(root) or {}).get("total_kib")
     best: tuple[int, int | None] | None = None
+    names: tuple[str, ...]
     for line in (_small(root / "proc" / str(pid) / "cgroup") or "").splitlines():
         _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
-        if controllers == "":
-            base, name = root / "sys" / "fs" / "cgroup", "memory.max"
+        if controllers == "":  # v2: memory.high throttles the cgroup (it stalls, unkilled) as memory.max kills in it
+            base, names = root / "sys" / "fs" / "cgroup", ("memory.max", "memory.high")
         elif "memory" in controllers.split(","):
-            base, name = root / "sys" / "fs" / "cgroup" / "memory", "memory.limit_in_bytes"
+            base, names = root / "sys" / "fs" / "cgroup" / "memory", ("memory.limit_in_bytes",)
         else:
             continue
         parts = [p for p in path.split("/") if p and p not in (".", "..")]
         for depth in range(len(parts), -1, -1):  # the process's own cgroup first, then each ancestor
             folder = base.joinpath(*parts[:depth])
-            text = (_small(folder / name) or "").strip()
-            if not text.isdigit() or (isinstance(total, int) and int(text) >= total * KIB):
+            limits = [n for n in (count(_small(folder / name)) for name in names) if n is not None]
+            if not limits or (isinstance(total, int) and min(limits) >= total * KIB):
                 continue
             used = _cgroup_memory(folder)
             used = None if used is None else max(0, used - _cgroup_file_cache(folder))
-            if best is None or int(text) - (used or 0) < best[0] - (best[1] or 0):
-                best = (int(text), used)
+            if best is None or min(limits) - (used or 0) < best[0] - (best[1] or 0):
+                best = (min(limits), used)
         if best is not None:
             return best
     return None, None
@@ -361,7 +371,6 @@ def _cgroup_file_cache(folder: Path) -> int:
     stat = dict(line.split(None, 1) for line in (_small(folder / "memory.stat") or "").splitlines() if " " in line)
 
     def number(*keys: str) -> int:
-        value = next((stat[k].strip() for k in keys if k in stat), "0")
-        return int(value) if value.isdigit() else 0
+        return count(next((stat[k] for k in keys if k in stat), "0")) or 0
 
     return max(0, number("file", "total_cache") - number("shmem", "total_shmem"))

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sparkdoctor.collect.hostroot import host_root
-from sparkdoctor.collect.kernel_log import KernelEvent, parse, read_kmsg
+from sparkdoctor.collect.kernel_log import KernelEvent, parse, read_kernel_log
 
 CAUSES = ("oom-killed", "driver-no-memory", "cuda-oom", "hang", "crash", "unknown")
 GIB = 2**30
@@ -73,11 +73,14 @@ class PostMortem:
 def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, since: float | None = None,
              pids: set[int] | None = None, returncode: int | None = None, hung: bool = False,
              samples: list[Sample] | None = None, largest_utilization: float | None = None,
-             memory: Mapping[str, object] | None = None) -> PostMortem:
+             memory: Mapping[str, object] | None = None, kernel_source: str | None = None,
+             kernel_refused: list[str] | None = None) -> PostMortem:
     """The cause of a dead (or hung) launch. `since`: where the run's window starts in the kernel log (seconds
     since boot); `pids`: the server's processes; `returncode`: as subprocess gives it (-9: SIGKILL); `hung`: the
     server lived but stopped answering; `largest_utilization`: the preflight's, named in the advice; `memory`:
-    the launcher's record of the run (serve/memwatch.py: its high-water mark outranks the thinned samples')."""
+    the launcher's record of the run (serve/memwatch.py: its high-water mark outranks the thinned samples');
+    `kernel_source`: the log `kernel_text` was read from, said when it holds nothing of the window; `kernel_refused`:
+    why each log could not be read, when none could (then nothing the kernel alone says can be ruled out)."""
     events = parse(kernel_text, since)
     lines = [ln.rstrip() for ln in (server_lines or []) if ln.strip()][-MAX_LINES:]
     said = {what: ln for ln in lines for what, pattern in reversed(_SERVER) if pattern.search(ln)}
@@ -92,6 +95,8 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
     victim = next((e for e in kills if pids is None or e.pid in pids), None)
     no_memory = [e for e in events if e.kind == "nvrm-no-memory"]
     exit_line = _exit(returncode)
+    unread = (f"the kernel log could not be read ({'; '.join(kernel_refused)})"
+              if kernel_refused and kernel_source is None else "")
     if victim is not None:
         pm.cause, pm.victim = "oom-killed", {"pid": victim.pid, "name": victim.name}
         whose = "the server" if pids is not None else "a process while the server ran"
@@ -141,12 +146,23 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
         pm.cause, pm.summary = "crash", f"the server died ({exit_line or 'no exit status'}) with nothing pointing at memory"
         pm.evidence = [f"kernel: {e.line}" for e in events if e.kind == "xid"][:3] + [f"server: {ln}" for ln in lines[-3:]]
         pm.avoid = "nothing memory-related; match its log against known problems: sparkdoctor explain LOG"
+        if unread:  # the OOM killer and the driver speak only in the kernel log: unread, nothing is ruled out
+            pm.summary = (f"the server died ({exit_line or 'no exit status'}); nothing in its own lines points at memory, "
+                          f"but {unread}")
+            pm.avoid = (("SIGKILL is what the kernel's OOM killer sends: " if _sigkill(returncode) else "")
+                        + "read the kernel log as root (sudo dmesg | sparkdoctor explain) to see whether the OOM killer "
+                          "chose it or the NVIDIA driver ran out of memory; match its log against known problems: "
+                          "sparkdoctor explain LOG")
         if "host-oom" in said:  # its own line first: the traceback's last frame says nothing
             pm.summary = "the server could not allocate host memory"
             pm.evidence = [f"server: {said['host-oom']}"] + [e for e in pm.evidence if e != f"server: {said['host-oom']}"]
             pm.avoid = f"{lower}; or lift the server's own limit if it has one (ulimit -v, a container's --memory)"
     if exit_line:
         pm.evidence.append(f"exit: {exit_line}")
+    if unread and f"but {unread}" not in pm.summary:
+        pm.evidence.append(f"kernel: {unread}")
+    elif kernel_source and not events:
+        pm.evidence.append(f"kernel: {kernel_source} read: no memory event in the launch's window")
     if rose and pm.cause in ("oom-killed", "driver-no-memory", "crash") and f"memory: {rose}" not in pm.evidence:
         pm.evidence.append(f"memory: {rose}")
     if pm.high_water_bytes is not None:
@@ -211,17 +227,19 @@ def _low(pm: PostMortem) -> bool:
 
 def after_launch(error: object, since: float | None, root: Path | None = None, largest_utilization: float | None = None) -> PostMortem | None:
     """The post-mortem of a launch that died or never answered (a serve LaunchError with `returncode` or
-    `not_ready`), from the kernel log since `since` (seconds since boot) and the server's last lines; None
+    `not_ready`), from the kernel log since `since` (seconds since boot: /dev/kmsg, or the journal where that is
+    refused, collect/kernel_log.read_kernel_log) and the server's last lines; None
     for a launch that never started (nothing ran to die)."""
 
     returncode, hung = getattr(error, "returncode", None), bool(getattr(error, "not_ready", False))
     if returncode is None and not hung:
         return None
-    kernel = read_kmsg(host_root() if root is None else root) or ""
+    log = read_kernel_log(host_root() if root is None else root)
     lines = _log_end(getattr(error, "log_path", None)) or list(getattr(error, "log_tail", []) or [])
     samples = [Sample(t, avail, rss) for t, avail, rss in getattr(error, "samples", []) or []]
-    return classify(kernel, lines, since=since, pids=getattr(error, "pids", None), returncode=returncode, hung=hung,
-                    samples=samples, largest_utilization=largest_utilization, memory=getattr(error, "memory", None))
+    return classify(log.text or "", lines, since=since, pids=getattr(error, "pids", None), returncode=returncode, hung=hung,
+                    samples=samples, largest_utilization=largest_utilization, memory=getattr(error, "memory", None),
+                    kernel_source=log.source, kernel_refused=log.refused)
 
 
 def _log_end(path: str | os.PathLike[str] | None) -> list[str]:

@@ -1,0 +1,145 @@
+"""The memory preflight and post-mortem against hostile and odd input: /proc and cgroup files with digits that are not
+ASCII, numbers past Python's int-from-text limit, negative sizes, a cgroup's soft limit (memory.high), and the kernel
+log when /dev/kmsg is refused (Ubuntu's dmesg_restrict=1 for a user who is not root) with a journalctl that answers,
+hangs, floods or is missing. Each test failed on the code before its fix (docs/evidence/revmemory-2026-11-30.md)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.memory.have import GIB, cgroup_room, read_have, sample
+from sparkdoctor.memory.postmortem import classify, one_line
+from tests.memory.hosts import container, process
+
+MEMINFO = "MemTotal: 131072000 kB\nMemFree: {free} kB\nMemAvailable: 100000000 kB\n"
+
+
+@pytest.mark.parametrize("odd", ["\u00b2\u00b3", "9" * 5000, "\u0663\u0664"], ids=["superscripts", "5000-digits", "arabic-indic"])
+def test_numbers_that_are_not_plain_decimal_are_unknown_not_an_internal_error(tmp_path, odd):
+    """`str.isdigit` is True for "²³" and "٣٤", and `int()` refuses both (and any text of more than 4,300 digits): a
+    /proc or cgroup file holding one ended `recipe check` and `bench` with "internal error: ValueError"."""
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "meminfo").write_text(MEMINFO.format(free=odd))
+    process(tmp_path, 4242, "python3", 1, {"3": "/dev/nvidia0"})
+    (tmp_path / "proc" / "4242" / "status").write_text(f"Name:\tpython3\nVmRSS:\t{odd} kB\n")
+    container(tmp_path, "ab" * 32, 5 * GIB, [4242])
+    group = tmp_path / "sys" / "fs" / "cgroup" / "system.slice" / f"docker-{'ab' * 32}.scope"
+    (group / "cgroup.procs").write_text(f"4242\n{odd}\n")
+    (group / "memory.max").write_text(f"{odd}\n")
+    (group / "memory.stat").write_text(f"anon 1\nfile {odd}\n")
+    (tmp_path / "proc" / "4242" / "cgroup").write_text(f"0::/system.slice/docker-{'ab' * 32}.scope\n")
+    have = read_have(tmp_path, ask_nvml=False)
+    assert have.free_bytes is None and have.available_bytes == 100000000 * 1024
+    assert [(h.pid, h.rss_bytes) for h in have.holders] == [(4242, None)] and have.containers[0].pids == [4242]
+    assert cgroup_room(4242, tmp_path) == (None, None) and sample({4242}, tmp_path) == (100000000 * 1024, None)
+    (group / "memory.max").write_text(f"{8 * GIB}\n")  # a readable limit with a garbled memory.stat: its cache is 0
+    assert cgroup_room(4242, tmp_path) == (8 * GIB, 5 * GIB)
+
+
+def test_negative_sizes_in_meminfo_are_unknown_not_a_negative_utilization(tmp_path):
+    """MemTotal: -125511680 kB gave `--gpu-memory-utilization -0.76` and "-59.8 GiB asked" as a verdict."""
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "meminfo").write_text("MemTotal: -125511680 kB\nMemFree: 1 kB\nMemAvailable: -5 kB\n"
+                                               "SwapTotal: 0 kB\nSwapFree: 7 kB\n")
+    have = read_have(tmp_path, ask_nvml=False)
+    assert have.total_bytes is None and have.available_bytes is None and have.usable_bytes is None
+    assert have.swap_used_bytes is None  # SwapFree above SwapTotal: no negative swap in use
+    assert any("no MemTotal or MemAvailable" in e for e in have.errors)
+
+
+def test_a_cgroups_memory_high_binds_as_its_memory_max_does(tmp_path):
+    """cgroup v2's memory.high (systemd MemoryHigh=, Kubernetes' memory QoS): past it the kernel throttles the cgroup's
+    allocations and reclaims until they stall, without an OOM kill; a launch sized past it hangs. Only memory.max was
+    read, so a box with 90 GiB available under an 8 GiB memory.high was judged as 90 GiB of room."""
+    (tmp_path / "proc" / "77").mkdir(parents=True)
+    (tmp_path / "proc" / "meminfo").write_text(MEMINFO.format(free=90000000))
+    (tmp_path / "proc" / "77" / "cgroup").write_text("0::/system.slice/serve.service\n")
+    group = tmp_path / "sys" / "fs" / "cgroup" / "system.slice" / "serve.service"
+    group.mkdir(parents=True)
+    (group / "memory.max").write_text("max\n")
+    (group / "memory.high").write_text(f"{8 * GIB}\n")
+    (group / "memory.current").write_text(f"{GIB}\n")
+    assert cgroup_room(77, tmp_path) == (8 * GIB, GIB)
+    (group / "memory.max").write_text(f"{4 * GIB}\n")  # the lower of the two binds
+    assert cgroup_room(77, tmp_path) == (4 * GIB, GIB)
+    (group / "memory.high").write_text("max\n")
+    (group / "memory.max").write_text("max\n")
+    assert cgroup_room(77, tmp_path) == (None, None)
+
+
+def test_a_sigkill_with_no_kernel_log_readable_does_not_say_nothing_points_at_memory():
+    """As a user who is not root on Ubuntu (dmesg_restrict=1) /dev/kmsg is refused; the post-mortem of a server
+    killed by SIGKILL said "crash ... with nothing pointing at memory ... nothing memory-related", never that the kernel
+    log, where the OOM killer names its victim, had not been read."""
+    pm = classify("", ["INFO: loading weights"], pids={12026}, returncode=-signal.SIGKILL, kernel_source=None,
+                  kernel_refused=["/dev/kmsg: Operation not permitted", "journalctl -k: No journal files were found"])
+    line = one_line(pm)
+    assert pm.cause == "crash" and "nothing pointing at memory" not in line and "nothing memory-related" not in line
+    assert "the kernel log could not be read (/dev/kmsg: Operation not permitted; journalctl -k: No journal" in line
+    assert "SIGKILL is what the kernel's OOM killer sends" in pm.avoid and "sudo dmesg" in pm.avoid
+    read = classify("", [], pids={12026}, returncode=-signal.SIGKILL, kernel_source="/dev/kmsg")
+    assert read.cause == "crash" and "nothing pointing at memory" in read.summary  # a log read and silent says so
+    assert "kernel: /dev/kmsg read: no memory event in the launch's window" in read.evidence
+
+
+JOURNAL = ("[  394.558817] spark-1 kernel: oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,"
+           "global_oom,task_memcg=/user.slice/user-1000.slice/session-2.scope,task=VLLM::EngineCor,pid=12026,uid=1000\n"
+           "[  394.558841] spark-1 kernel: Out of memory: Killed process 12026 (VLLM::EngineCor) total-vm:131230556kB, "
+           "anon-rss:117440512kB, file-rss:5408kB, shmem-rss:0kB, UID:1000 pgtables:230188kB oom_score_adj:0\n")
+
+
+def _journalctl(folder: Path, body: str) -> dict[str, str]:
+    """A `journalctl` first on PATH that runs `body` (a shell script's lines), and the environment to find it."""
+    folder.mkdir(exist_ok=True)
+    script = folder / "journalctl"
+    script.write_text("#!/bin/sh\n" + body + "\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return {"PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def test_the_journal_is_read_when_kmsg_is_refused_and_names_the_oom_victim(tmp_path, monkeypatch):
+    from sparkdoctor.collect.kernel_log import read_kernel_log
+
+    text = tmp_path / "journal.txt"
+    text.write_text(JOURNAL)
+    env = _journalctl(tmp_path / "bin", f'echo "$@" > {tmp_path}/argv; cat {text}')
+    monkeypatch.setenv("PATH", env["PATH"])
+    log = read_kernel_log(tmp_path / "no-root", live=True)  # a root without dev/kmsg: refused, then the journal
+    assert log.source == "journalctl -k" and log.refused and log.refused[0].startswith("/dev/kmsg")
+    assert (tmp_path / "argv").read_text().split()[:2] == ["-k", "-b"]
+    pm = classify(log.text or "", [], since=390.0, pids={12026}, returncode=-signal.SIGKILL, kernel_source=log.source)
+    assert pm.cause == "oom-killed" and pm.victim == {"pid": 12026, "name": "VLLM::EngineCor"}
+    assert "stop what else holds memory" in pm.avoid
+
+
+@pytest.mark.parametrize("body, why", [
+    ("exec sleep 600", "timed out after 0.5s"),  # a journal on a slow disk, a journalctl waiting on a lock
+    ("exit 1", "exited 1"),
+    ("head -c 40000000 /dev/zero | tr '\\0' 'x'; echo", None),  # one 40 MB line: kept within the cap
+    ("printf 'Out of memory: Killed process 1 (\\377\\033[2J) total-vm:1kB\\n'", None),  # non-UTF-8, an escape
+], ids=["hangs", "fails", "one-40-MB-line", "non-utf8-and-escape"])
+def test_a_journalctl_that_hangs_fails_or_floods_is_bounded(tmp_path, monkeypatch, body, why):
+    from sparkdoctor.collect import kernel_log
+
+    monkeypatch.setattr(kernel_log, "JOURNAL_TIMEOUT", 0.5)
+    monkeypatch.setenv("PATH", _journalctl(tmp_path / "bin", body)["PATH"])
+    log = kernel_log.read_kernel_log(tmp_path, live=True)
+    if why:
+        assert log.text is None and log.source is None and any(why in r for r in log.refused), log.refused
+    else:
+        assert log.source == "journalctl -k" and log.text is not None and len(log.text) <= kernel_log.MAX_BYTES + 200
+
+
+def test_a_missing_journalctl_is_said(tmp_path, monkeypatch):
+    from sparkdoctor.collect.kernel_log import read_kernel_log
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no journalctl anywhere on it
+    log = read_kernel_log(tmp_path, live=True)
+    assert log.text is None and any(r.startswith("journalctl -k: ") for r in log.refused)
+    fixture = read_kernel_log(tmp_path, live=False)  # a fixture tree: never this machine's journal
+    assert fixture.refused == [f"/dev/kmsg: {fixture.refused[0].split(': ', 1)[1]}"]
