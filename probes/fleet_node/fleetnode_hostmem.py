@@ -33,6 +33,13 @@ CONTAINER = re.compile(r"(?:docker|libpod|cri-containerd|crio)[-/]([0-9a-f]{12,6
 CGROUP_GLOBS = ("system.slice", "machine.slice", "docker")
 
 
+def _count(text):
+    """A non-negative decimal count as /proc and cgroup files write it, or None ("²".isdigit() is True, and int()
+    refuses it and any text past 4,300 digits: one odd process cost every holder of the node)."""
+    text = (text or "").strip()
+    return int(text) if text.isdigit() and len(text) <= 20 and all("0" <= c <= "9" for c in text) else None
+
+
 def _under(root, path):
     return os.path.join(root, path.lstrip("/"))
 
@@ -130,8 +137,8 @@ def _rss(root, pid):
         key, _, rest = line.partition(":")
         if key == "Name":
             name = rest.strip()[:64] or None
-        elif key == "VmRSS" and rest.split() and rest.split()[0].isdigit():
-            rss = int(rest.split()[0])
+        elif key == "VmRSS" and rest.split():
+            rss = _count(rest.split()[0])
     return name, rss
 
 
@@ -172,15 +179,14 @@ def _containers(root):
                     continue
                 used = None
                 for leaf in ("memory.current", "memory.usage_in_bytes"):
-                    text = (_small(os.path.join(folder, name, leaf)) or "").strip()
-                    if text.isdigit():
-                        used = int(text)
+                    used = _count(_small(os.path.join(folder, name, leaf)))
+                    if used is not None:
                         break
                 if used is None:
                     continue
                 procs = (_small(os.path.join(folder, name, "cgroup.procs")) or "").split()
                 out[match.group(1)[:12]] = {"id": match.group(1)[:12], "cgroup": base + "/" + parent + "/" + name,
-                                            "bytes": used, "pids": [int(p) for p in procs if p.isdigit()][:MAX_PIDS]}
+                                            "bytes": used, "pids": [n for n in map(_count, procs) if n is not None][:MAX_PIDS]}
     return sorted(out.values(), key=lambda c: -c["bytes"])
 
 

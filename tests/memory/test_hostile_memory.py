@@ -143,3 +143,22 @@ def test_a_missing_journalctl_is_said(tmp_path, monkeypatch):
     assert log.text is None and any(r.startswith("journalctl -k: ") for r in log.refused)
     fixture = read_kernel_log(tmp_path, live=False)  # a fixture tree: never this machine's journal
     assert fixture.refused == [f"/dev/kmsg: {fixture.refused[0].split(': ', 1)[1]}"]
+
+
+def test_a_fleet_nodes_probe_reads_odd_numbers_as_unknown(tmp_path):
+    """The node probe reads /proc and cgroups as have.py does, and had the same `isdigit` reads: one process with
+    "²" in its VmRSS cost the node every holder ("memory holders: ValueError")."""
+    import importlib.util
+
+    probe = Path(__file__).resolve().parents[2] / "probes" / "fleet_node" / "fleetnode_hostmem.py"
+    spec = importlib.util.spec_from_file_location("fleetnode_hostmem_under_test", probe)
+    assert spec is not None and spec.loader is not None
+    hostmem = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hostmem)
+    process(tmp_path, 42, "python3", 1, {"3": "/dev/nvidia0"})
+    (tmp_path / "proc" / "42" / "status").write_text("Name:\tpython3\nVmRSS:\t\u00b2 kB\n")
+    container(tmp_path, "cd" * 32, 5 * GIB, [42])
+    (tmp_path / "sys/fs/cgroup/system.slice" / f"docker-{'cd' * 32}.scope" / "cgroup.procs").write_text("42\n\u0663\n")
+    found = hostmem.holders(str(tmp_path))
+    assert [(h["pid"], h["rss_kib"]) for h in found["holders"]] == [(42, None)]
+    assert [(c["bytes"], c["pids"]) for c in found["containers"]] == [(5 * GIB, [42])]
