@@ -7,15 +7,23 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as markup_escape
 
 from sparkdoctor.describe import clip
 from sparkdoctor.fleet import FleetResult
 from sparkdoctor.result import Format
+from sparkdoctor.text import shown
 from sparkdoctor.views import View
 
 if TYPE_CHECKING:
     from sparkdoctor.memory.pernode import FleetFit
+
+
+def escape(text: str) -> str:
+    """`text` escaped for rich's markup and its control characters spelled out (`\\x1b[2J`): node names, titles,
+    process names and keys come from the nodes, where any user can name a process with a terminal's escape."""
+    return markup_escape(shown(text))
+
 
 FLEET_VERSION = 1
 MAX_SHOWN = 200  # differences listed on the console: a node answering 100,000 env variables took minutes to draw

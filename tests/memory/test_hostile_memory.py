@@ -162,3 +162,21 @@ def test_a_fleet_nodes_probe_reads_odd_numbers_as_unknown(tmp_path):
     found = hostmem.holders(str(tmp_path))
     assert [(h["pid"], h["rss_kib"]) for h in found["holders"]] == [(42, None)]
     assert [(c["bytes"], c["pids"]) for c in found["containers"]] == [(5 * GIB, [42])]
+
+
+def test_a_nodes_process_named_with_terminal_escapes_is_printed_spelled_out(tmp_path):
+    """Any user on a node can name a process (prctl PR_SET_NAME) "\\x1b[2J\\x1b]0;x": `fleet check --recipe` printed the
+    holder's name raw (rich's markup escape leaves control characters), clearing the terminal of whoever ran it."""
+    from sparkdoctor.memory.pernode import size_launch
+    from tests.audit import builders
+    from tests.fleet.test_fleet_memory_fit import console_text, gate, healthy, strained
+    from tests.memory.conftest import write_recipe
+
+    model = builders.qwen3_8b(tmp_path / "qwen3-8b", None)
+    recipe = write_recipe(tmp_path, model, "--max-model-len", "32768", "--tensor-parallel-size", "2",
+                          "--gpu-memory-utilization", "0.7")
+    root = strained(tmp_path)
+    process(root, 5151, "\x1b[2J\x1b]0;x", 20 * 2**20, {"3": "/dev/nvidia0"})
+    text = console_text(gate(size_launch(str(recipe), {}, None), {"spark-1": healthy(tmp_path), "spark-2": root}))
+    (held,) = [line for line in text.splitlines() if "pid 5151" in line]
+    assert "\x1b" not in text and "held: pid 5151 (\\x1b[2J\\x1b]0;x) holds /dev/nvidia0" in held
