@@ -95,6 +95,8 @@ class Have:
     # launches starts in it too, so on unified memory its room bounds what is usable. None: no limit, or not live.
     limit_bytes: int | None = None
     limit_used_bytes: int | None = None
+    hugetlb_bytes: int | None = None  # set aside as huge pages (vm.nr_hugepages): in MemTotal, never available
+    hugetlb_free_bytes: int | None = None  # of them, what no process uses
     os_reserve_bytes: int = OS_RESERVE
     os_reserve_source: str = OS_RESERVE_SOURCE
     errors: list[str] = field(default_factory=list)
@@ -156,9 +158,11 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
         missing = [name for name, key in (("MemTotal", "total_kib"), ("MemAvailable", "available_kib")) if mem.get(key) is None]
         if missing:  # MemAvailable is from Linux 3.14; a garbled or cut file lacks both
             errors.append(f"{root / 'proc/meminfo'} has no {' or '.join(missing)}: the memory the box has is unknown")
-    free = _meminfo_free(root)
-    have = Have(str(root), kib_bytes(mem.get("total_kib")), kib_bytes(free), kib_bytes(mem.get("available_kib")), kib_bytes(mem.get("reclaimable_kib")),
-                kib_bytes(mem.get("swap_total_kib")), kib_bytes(mem.get("swap_used_kib")), errors=errors)
+    fields = _meminfo_fields(root)
+    have = Have(str(root), kib_bytes(mem.get("total_kib")), kib_bytes(fields.get("MemFree")), kib_bytes(mem.get("available_kib")),
+                kib_bytes(mem.get("reclaimable_kib")), kib_bytes(mem.get("swap_total_kib")), kib_bytes(mem.get("swap_used_kib")),
+                errors=errors)
+    have.hugetlb_bytes, have.hugetlb_free_bytes = _huge_pages(fields)
     for pid in _pids(root, errors):
         name, rss = _status(root, pid)
         devices = _devices(root, pid)
@@ -201,12 +205,25 @@ def _small(path: Path) -> str | None:
         return None
 
 
-def _meminfo_free(root: Path) -> int | None:
+def _meminfo_fields(root: Path) -> dict[str, int]:
+    """The counts of /proc/meminfo beside host health's readings: MemFree and the huge pages."""
+    out = {}
     for line in (_small(root / "proc" / "meminfo") or "").splitlines():
         name, _, rest = line.partition(":")
-        if name == "MemFree" and rest.split():
-            return count(rest.split()[0])
-    return None
+        if name in ("MemFree", "Hugetlb", "HugePages_Total", "HugePages_Free", "Hugepagesize") and rest.split():
+            value = count(rest.split()[0])
+            if value is not None:
+                out[name] = value
+    return out
+
+
+def _huge_pages(fields: dict[str, int]) -> tuple[int | None, int | None]:
+    """(bytes set aside as huge pages, bytes of them unused): Hugetlb (every page size, Linux 4.15) or else
+    HugePages_Total x Hugepagesize. Set aside, they are in MemTotal but never in MemAvailable: no launch gets them."""
+    size = fields.get("Hugepagesize")
+    total = fields.get("Hugetlb", fields.get("HugePages_Total", 0) * size if size else None)
+    free = fields["HugePages_Free"] * size if size and "HugePages_Free" in fields else None
+    return (kib_bytes(total) if total else None), (kib_bytes(free) if total else None)
 
 
 def _pids(root: Path, errors: list[str]) -> list[int]:

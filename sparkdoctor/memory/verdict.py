@@ -236,7 +236,12 @@ def holdings(have: Have) -> list[Holding]:
         if withheld > 0:
             out.append(Holding(f"the memory limit ({gib(have.limit_bytes)}) of the cgroup this runs in, and a launch from here",
                                withheld, "raise the memory limit of the cgroup this runs in (docker run --memory, systemd "
-                                         "MemoryMax=) or launch outside it"))
+                                         "MemoryMax= and MemoryHigh=) or launch outside it"))
+    if have.hugetlb_bytes:  # huge pages set aside: MemAvailable never counts them, and nothing else says where they went
+        unused = f", {gib(have.hugetlb_free_bytes)} of them unused" if have.hugetlb_free_bytes is not None else ""
+        out.append(Holding(f"huge pages set aside (vm.nr_hugepages, Hugetlb in /proc/meminfo{unused})", have.hugetlb_bytes,
+                           "if nothing needs the huge pages, give them back: echo 0 | sudo tee /proc/sys/vm/nr_hugepages "
+                           "(and drop hugepages= from the kernel command line)"))
     if have.page_cache_bytes:
         out.append(Holding(PAGE_CACHE, have.page_cache_bytes, f"drop the page cache: {DROP_CACHES}"))
     if have.swap_used_bytes:

@@ -65,6 +65,11 @@ def test_a_cgroups_memory_high_binds_as_its_memory_max_does(tmp_path):
     (group / "memory.high").write_text(f"{8 * GIB}\n")
     (group / "memory.current").write_text(f"{GIB}\n")
     assert cgroup_room(77, tmp_path) == (8 * GIB, GIB)
+    from sparkdoctor.memory.verdict import holdings
+
+    have = read_have(tmp_path, ask_nvml=False)
+    have.limit_bytes, have.limit_used_bytes = cgroup_room(77, tmp_path)  # read_have reads it for this process only
+    assert "MemoryHigh=" in holdings(have)[0].remedy  # the remedy names the setting that may be the one binding
     (group / "memory.max").write_text(f"{4 * GIB}\n")  # the lower of the two binds
     assert cgroup_room(77, tmp_path) == (4 * GIB, GIB)
     (group / "memory.high").write_text("max\n")
@@ -180,3 +185,23 @@ def test_a_nodes_process_named_with_terminal_escapes_is_printed_spelled_out(tmp_
     text = console_text(gate(size_launch(str(recipe), {}, None), {"spark-1": healthy(tmp_path), "spark-2": root}))
     (held,) = [line for line in text.splitlines() if "pid 5151" in line]
     assert "\x1b" not in text and "held: pid 5151 (\\x1b[2J\\x1b]0;x) holds /dev/nvidia0" in held
+
+
+def test_huge_pages_set_aside_are_named_as_what_holds_the_memory(tmp_path):
+    """80 GiB of huge pages (vm.nr_hugepages 40960 of 2 MiB) on a 119.7 GiB box: `recipe check` said "does not fit,
+    2.9 GiB short ... free memory first", naming nothing that held the 80 GiB (MemAvailable never counts them)."""
+    from sparkdoctor.memory.verdict import holdings
+
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "meminfo").write_text(
+        "MemTotal: 125511680 kB\nMemFree: 20000000 kB\nMemAvailable: 21000000 kB\nCached: 1000000 kB\n"
+        "HugePages_Total:   40960\nHugePages_Free:    40000\nHugePages_Rsvd:        0\nHugepagesize:       2048 kB\n"
+        "Hugetlb:        83886080 kB\n")
+    have = read_have(tmp_path, ask_nvml=False)
+    assert (have.hugetlb_bytes, have.hugetlb_free_bytes) == (80 * GIB, 40000 * 2 * 2**20)
+    first = holdings(have)[0]
+    assert first.bytes == 80 * GIB and first.what.startswith("huge pages set aside (vm.nr_hugepages")
+    assert "echo 0 | sudo tee /proc/sys/vm/nr_hugepages" in first.remedy
+    (tmp_path / "proc" / "meminfo").write_text("MemTotal: 125511680 kB\nMemAvailable: 21000000 kB\nHugePages_Total: 0\n"
+                                               "HugePages_Free: 0\nHugepagesize: 2048 kB\nHugetlb: 0 kB\n")
+    assert read_have(tmp_path, ask_nvml=False).hugetlb_bytes is None  # none set aside: nothing said
