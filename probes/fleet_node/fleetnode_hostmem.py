@@ -17,6 +17,7 @@ as the host collectors read a fixture tree). Standard library only, Python 3.8+.
 import errno
 import os
 import re
+import stat
 import subprocess
 
 WORDS = ("NVRM", "Killed process", "invoked oom-killer", "blocked for more than")
@@ -45,11 +46,16 @@ def _under(root, path):
 
 
 def _small(path, limit=1 << 16):
+    """A small regular file's text, or None: a FIFO or a device under a host root would block the read for good."""
     try:
-        with open(path, "rb") as fh:
-            return fh.read(limit).decode("utf-8", "replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
+    with open(fd, "rb") as fh:
+        try:
+            return fh.read(limit).decode("utf-8", "replace") if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        except OSError:
+            return None
 
 
 def texts(root):
@@ -101,7 +107,10 @@ def _kern_log(root):
     """/var/log/kern.log's last MAX_BYTES, from the current boot's first line on (syslog keeps several boots)."""
     path = _under(root, "/var/log/kern.log")
     try:
-        with open(path, "rb") as fh:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))  # a FIFO would block for good
+        with open(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None, "not a regular file"
             fh.seek(0, 2)
             fh.seek(max(0, fh.tell() - MAX_BYTES))
             text = fh.read(MAX_BYTES).decode("utf-8", "replace")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -198,11 +199,17 @@ def count(text: str | None) -> int | None:
 
 
 def _small(path: Path) -> str | None:
+    """A small regular file's text; None for anything else: a FIFO or a device under a host root would block the read
+    (and the preflight) for good."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(MAX_SMALL)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    with open(fd, "rb", closefd=True) as fh:
+        try:
+            return fh.read(MAX_SMALL).decode("utf-8", errors="replace") if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        except OSError:
+            return None
 
 
 def _meminfo_fields(root: Path) -> dict[str, int]:

@@ -150,16 +150,22 @@ def test_a_missing_journalctl_is_said(tmp_path, monkeypatch):
     assert fixture.refused == [f"/dev/kmsg: {fixture.refused[0].split(': ', 1)[1]}"]
 
 
-def test_a_fleet_nodes_probe_reads_odd_numbers_as_unknown(tmp_path):
-    """The node probe reads /proc and cgroups as have.py does, and had the same `isdigit` reads: one process with
-    "²" in its VmRSS cost the node every holder ("memory holders: ValueError")."""
+def _hostmem():
+    """The fleet node probe's memory module, loaded from its file as the node runs it."""
     import importlib.util
 
     probe = Path(__file__).resolve().parents[2] / "probes" / "fleet_node" / "fleetnode_hostmem.py"
     spec = importlib.util.spec_from_file_location("fleetnode_hostmem_under_test", probe)
     assert spec is not None and spec.loader is not None
-    hostmem = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hostmem)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_fleet_nodes_probe_reads_odd_numbers_as_unknown(tmp_path):
+    """The node probe reads /proc and cgroups as have.py does, and had the same `isdigit` reads: one process with
+    "²" in its VmRSS cost the node every holder ("memory holders: ValueError")."""
+    hostmem = _hostmem()
     process(tmp_path, 42, "python3", 1, {"3": "/dev/nvidia0"})
     (tmp_path / "proc" / "42" / "status").write_text("Name:\tpython3\nVmRSS:\t\u00b2 kB\n")
     container(tmp_path, "cd" * 32, 5 * GIB, [42])
@@ -205,3 +211,28 @@ def test_huge_pages_set_aside_are_named_as_what_holds_the_memory(tmp_path):
     (tmp_path / "proc" / "meminfo").write_text("MemTotal: 125511680 kB\nMemAvailable: 21000000 kB\nHugePages_Total: 0\n"
                                                "HugePages_Free: 0\nHugepagesize: 2048 kB\nHugetlb: 0 kB\n")
     assert read_have(tmp_path, ask_nvml=False).hugetlb_bytes is None  # none set aside: nothing said
+
+
+def test_fifos_under_a_host_root_are_unreadable_not_a_hang(tmp_path):
+    """SPARKDOCTOR_HOST_ROOT at a tree whose proc/meminfo (or a process's status, a cgroup's memory.max) is a FIFO:
+    `recipe check` blocked in open() until it was killed (60 s here, rc 124)."""
+    from tests.hostile import hang_guard
+
+    (tmp_path / "proc").mkdir()
+    os.mkfifo(tmp_path / "proc" / "meminfo")
+    process(tmp_path, 4242, "python3", 1, {"3": "/dev/nvidia0"})
+    (tmp_path / "proc" / "4242" / "status").unlink()
+    os.mkfifo(tmp_path / "proc" / "4242" / "status")
+    (tmp_path / "proc" / "4242" / "cgroup").write_text("0::/stuck\n")
+    (tmp_path / "sys" / "fs" / "cgroup" / "stuck").mkdir(parents=True)
+    os.mkfifo(tmp_path / "sys" / "fs" / "cgroup" / "stuck" / "memory.max")
+    with hang_guard(60):
+        have = read_have(tmp_path, ask_nvml=False)
+        assert cgroup_room(4242, tmp_path) == (None, None)
+        node = _hostmem().holders(str(tmp_path))  # a fleet node's probe reads the same files the same way
+        (tmp_path / "var" / "log").mkdir(parents=True)
+        os.mkfifo(tmp_path / "var" / "log" / "kern.log")
+        log = _hostmem().kernel_log(str(tmp_path))
+    assert log["source"] is None and "/var/log/kern.log: not a regular file" in log["refused"]
+    assert have.total_bytes is None and [(h.pid, h.name, h.rss_bytes) for h in have.holders] == [(4242, None, None)]
+    assert [(h["pid"], h["name"], h["rss_kib"]) for h in node["holders"]] == [(4242, None, None)]
