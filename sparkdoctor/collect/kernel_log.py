@@ -31,6 +31,15 @@ MAX_LINE = 2048
 MAX_BYTES = 8 * 1024 * 1024  # of a kernel log read
 JOURNAL_TIMEOUT = 10.0  # seconds journalctl may take
 JOURNAL = ("journalctl", "-k", "-b", "-o", "short-monotonic", "--no-pager", "-q", "-n", "50000")  # this boot, kmsg's clock
+# the user-space OOM killers, which write to the journal and never to the kernel log: earlyoom (eugr's launcher offers
+# it, --earlyoom) and systemd-oomd (Ubuntu desktop's default); two matches of one field are alternatives
+DAEMONS = ("journalctl", "-b", "-o", "short-monotonic", "--no-pager", "-q", "-n", "2000",
+           "SYSLOG_IDENTIFIER=earlyoom", "SYSLOG_IDENTIFIER=systemd-oomd")
+_DAEMON_PATTERNS = [  # earlyoom's kill.c: warn("sending %s to process %d uid %d \"%s\": ...") in every release since 1.2
+    ("earlyoom-kill", re.compile(r'earlyoom(?:\[\d{1,10}\])?: sending (?P<signal>SIG[A-Z]{1,8}) to process (?P<pid>\d{1,10}) '
+                                 r'uid \d{1,10} "(?P<name>[^"]{0,64})')),
+    ("oomd-kill", re.compile(r"systemd-oomd(?:\[\d{1,10}\])?: Killed (?P<name>/\S{1,300}) due to ")),
+]
 
 _STAMP = re.compile(r"^\s*\[\s*(\d{1,10}\.\d{1,9})\]\s*")  # dmesg: seconds since boot
 _CTIME = re.compile(r"^\s*\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]\s*")  # dmesg -T
@@ -97,6 +106,37 @@ def parse(text: str, since: float | None = None) -> list[KernelEvent]:
                                       int(groups["code"]) if groups.get("code") else None))
             break
     return events
+
+
+def daemon_kills(text: str, since: float | None = None) -> list[KernelEvent]:
+    """The kills of the user-space OOM killers in journal text (`journalctl -o short-monotonic`, any other `-o` too):
+    earlyoom's name the victim's pid and name, systemd-oomd's the cgroup it killed (`name`)."""
+    events = []
+    for raw in text.splitlines():
+        if "earlyoom" not in raw and "systemd-oomd" not in raw:
+            continue
+        line, seconds = _strip(raw[:4 * MAX_LINE].rstrip())
+        if since is not None and seconds is not None and seconds < since:
+            continue
+        for kind, pattern in _DAEMON_PATTERNS:
+            match = pattern.search(line)
+            if match:
+                pid = match.groupdict().get("pid")
+                events.append(KernelEvent(kind, line[match.start():].strip()[:MAX_LINE], seconds, int(pid) if pid else None,
+                                          match.group("name")))
+                break
+    return events
+
+
+def read_daemon_log(live: bool | None = None) -> str | None:
+    """The journal's lines of the user-space OOM killers in this boot (DAEMONS), time-limited and capped as the kernel
+    log's; None off this machine, or where the journal cannot be read."""
+    if not (live if live is not None else is_live_root()):
+        return None
+    from sparkdoctor import proc
+
+    done = proc.run(list(DAEMONS), timeout=JOURNAL_TIMEOUT, max_output=(0, MAX_BYTES))
+    return done.stdout if done.ok else None
 
 
 def counts(events: list[KernelEvent]) -> dict[str, int]:

@@ -22,7 +22,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sparkdoctor.collect.hostroot import host_root
-from sparkdoctor.collect.kernel_log import KernelEvent, parse, read_kernel_log
+from sparkdoctor.collect.kernel_log import (
+    KernelEvent,
+    daemon_kills,
+    parse,
+    read_daemon_log,
+    read_kernel_log,
+)
 
 CAUSES = ("oom-killed", "driver-no-memory", "cuda-oom", "hang", "crash", "unknown")
 GIB = 2**30
@@ -74,13 +80,15 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
              pids: set[int] | None = None, returncode: int | None = None, hung: bool = False,
              samples: list[Sample] | None = None, largest_utilization: float | None = None,
              memory: Mapping[str, object] | None = None, kernel_source: str | None = None,
-             kernel_refused: list[str] | None = None) -> PostMortem:
+             kernel_refused: list[str] | None = None, daemon_text: str = "") -> PostMortem:
     """The cause of a dead (or hung) launch. `since`: where the run's window starts in the kernel log (seconds
     since boot); `pids`: the server's processes; `returncode`: as subprocess gives it (-9: SIGKILL); `hung`: the
     server lived but stopped answering; `largest_utilization`: the preflight's, named in the advice; `memory`:
     the launcher's record of the run (serve/memwatch.py: its high-water mark outranks the thinned samples');
     `kernel_source`: the log `kernel_text` was read from, said when it holds nothing of the window; `kernel_refused`:
-    why each log could not be read, when none could (then nothing the kernel alone says can be ruled out)."""
+    why each log could not be read, when none could (then nothing the kernel alone says can be ruled out);
+    `daemon_text`: the journal's lines of the user-space OOM killers (earlyoom, systemd-oomd), which the kernel log
+    never holds."""
     events = parse(kernel_text, since)
     lines = [ln.rstrip() for ln in (server_lines or []) if ln.strip()][-MAX_LINES:]
     said = {what: ln for ln in lines for what, pattern in reversed(_SERVER) if pattern.search(ln)}
@@ -93,6 +101,9 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
              else "a lower --gpu-memory-utilization (sparkdoctor recipe check RECIPE --model PATH says how low)")
     kills = [e for e in events if e.kind == "oom-kill"]
     victim = next((e for e in kills if pids is None or e.pid in pids), None)
+    daemons = daemon_kills(daemon_text, since)
+    early = next((e for e in daemons if e.kind == "earlyoom-kill" and (pids is None or e.pid in pids)), None)
+    oomd = [e for e in daemons if e.kind == "oomd-kill"]
     no_memory = [e for e in events if e.kind == "nvrm-no-memory"]
     exit_line = _exit(returncode)
     unread = (f"the kernel log could not be read ({'; '.join(kernel_refused)})"
@@ -106,6 +117,13 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
         if victim.line.startswith("Memory cgroup out of memory"):  # its cgroup's limit, not the box, was reached
             pm.avoid = ("raise the memory limit of the cgroup it ran in (docker run --memory, systemd MemoryMax=), or size "
                         "the launch to it: sparkdoctor recipe check RECIPE --model PATH, run from inside that cgroup, says what fits")
+    elif early is not None:  # earlyoom acts before the kernel's killer, from user space: no kernel line
+        pm.cause, pm.victim = "oom-killed", {"pid": early.pid, "name": early.name}
+        whose = "the server" if pids is not None else "a process while the server ran"
+        pm.summary = f"earlyoom, a user-space OOM killer, killed {whose} (pid {early.pid}, {early.name}): memory ran low"
+        pm.evidence = [f"journal: {early.line}"]
+        pm.avoid = (f"{lower}, and stop what else holds memory first; earlyoom kills at its own thresholds (-m/-s, 10% "
+                    "of memory and swap free by default), before the kernel would")
     elif rose and _sigkill(returncode) and not kills:
         pm.cause = "oom-killed"
         pm.summary = ("the server was killed by SIGKILL with its memory at its high-water mark, still rising or at its "
@@ -159,6 +177,10 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
             pm.avoid = f"{lower}; or lift the server's own limit if it has one (ulimit -v, a container's --memory)"
     if exit_line:
         pm.evidence.append(f"exit: {exit_line}")
+    if oomd and returncode is not None and pm.cause != "oom-killed":  # oomd names a cgroup, never a pid: said, not blamed
+        pm.evidence += [f"journal: {e.line}" for e in oomd[:2]]
+        pm.avoid += ("; systemd-oomd killed a cgroup while the server ran (above): if it was the server's, free memory "
+                     "before the launch or exempt its unit (ManagedOOMMemoryPressure=auto)")
     if unread and f"but {unread}" not in pm.summary:
         pm.evidence.append(f"kernel: {unread}")
     elif kernel_source and not events:
@@ -237,9 +259,11 @@ def after_launch(error: object, since: float | None, root: Path | None = None, l
     log = read_kernel_log(host_root() if root is None else root)
     lines = _log_end(getattr(error, "log_path", None)) or list(getattr(error, "log_tail", []) or [])
     samples = [Sample(t, avail, rss) for t, avail, rss in getattr(error, "samples", []) or []]
+    signalled = _exit(returncode) in ("killed by SIGKILL", "killed by SIGTERM")  # how the OOM killers end a process
     return classify(log.text or "", lines, since=since, pids=getattr(error, "pids", None), returncode=returncode, hung=hung,
                     samples=samples, largest_utilization=largest_utilization, memory=getattr(error, "memory", None),
-                    kernel_source=log.source, kernel_refused=log.refused)
+                    kernel_source=log.source, kernel_refused=log.refused,
+                    daemon_text=(read_daemon_log(None if root is None else Path(root) == Path("/")) or "") if signalled else "")
 
 
 def _log_end(path: str | os.PathLike[str] | None) -> list[str]:
