@@ -71,6 +71,14 @@ def _kmsg(root):
         return None, exc.strerror or str(exc)
     chunks, size = [], 0
     try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):  # a tree's file of records: read as a file (8 KiB reads cut its lines)
+            while size < MAX_BYTES:
+                chunk = os.read(fd, min(1 << 20, MAX_BYTES - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            return b"".join(chunks).decode("utf-8", "replace"), None
         for _ in range(50000):
             try:
                 chunk = os.read(fd, 8192)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -166,8 +167,14 @@ def _kmsg(root: Path, max_bytes: int = MAX_BYTES) -> tuple[str | None, str]:
     chunks: list[bytes] = []
     size = 0
     try:
-        if not os.path.samestat(os.fstat(fd), os.stat(path)):
+        info = os.fstat(fd)
+        if not os.path.samestat(info, os.stat(path)):
             return None, "replaced while it was opened"
+        if stat.S_ISREG(info.st_mode):  # a tree's file of records: read as a file (a line across 8 KiB was cut in two)
+            while size < max_bytes and (chunk := os.read(fd, min(1 << 20, max_bytes - size))):
+                chunks.append(chunk)
+                size += len(chunk)
+            return b"".join(chunks).decode("utf-8", errors="replace"), ""
         for _ in range(MAX_RECORDS):
             try:
                 chunk = os.read(fd, 8192)
