@@ -191,16 +191,14 @@ def kib_bytes(kib: object) -> int | None:
 
 
 def count(text: str | None) -> int | None:
-    """A non-negative decimal count as /proc and cgroup files write it; None for anything else. `str.isdigit` is True
-    for "²" and "٣", which `int()` refuses, and `int()` refuses text past 4,300 digits: read as is, either ended
-    the preflight with an internal error."""
+    """A non-negative decimal count as /proc and cgroup files write it, else None ("²".isdigit() is True, and int()
+    refuses it and text past 4,300 digits: either was an internal error)."""
     text = (text or "").strip()
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else None
 
 
 def _small(path: Path) -> str | None:
-    """A small regular file's text; None for anything else: a FIFO or a device under a host root would block the read
-    (and the preflight) for good."""
+    """A small regular file's text, else None (a FIFO or a device under a host root would block the read for good)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
