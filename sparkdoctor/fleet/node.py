@@ -295,8 +295,9 @@ def _memory_holders(raw: dict[str, object]) -> dict[str, object] | None:
     free = None
     for line in str(_dict(raw.get("host_texts")).get("meminfo") or "")[:MAX_TEXT].splitlines():
         name, _, rest = line.partition(":")
-        if name == "MemFree" and rest.split() and rest.split()[0].isdigit():
-            free = int(rest.split()[0])
+        value = rest.split()[0] if rest.split() else ""
+        if name == "MemFree" and value.isascii() and value.isdigit() and len(value) <= 20:  # "²".isdigit() is True
+            free = int(value)
     return {"free_kib": free, **{key: list(held.get(key) or [])[:MAX_ROWS] for key in ("holders", "others", "containers")},
             "errors": [str(e)[:300] for e in held.get("errors") or []][:20]}
 

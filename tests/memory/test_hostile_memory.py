@@ -290,3 +290,22 @@ def test_a_kmsg_file_in_a_tree_is_read_whole_lines(tmp_path):
     assert [(e.kind, e.pid, e.seconds) for e in parse(read_kmsg(tmp_path) or "")] == [("oom-kill", 12026, 394.558841)]
     node = _hostmem().kernel_log(str(tmp_path))  # a fleet node's probe reads its tree's file the same way
     assert node["source"] == "/dev/kmsg" and [line[:40] for line in node["lines"]] == [oom[:40]]
+
+
+def test_a_nodes_meminfo_with_odd_digits_costs_its_free_figure_not_the_fleet(tmp_path):
+    """A node whose meminfo text says `MemFree: ² kB`: fleet/node.py read it with str.isdigit and int() raised
+    ValueError out of the node's answer (not one of the errors that cost a node): `fleet check` ended on it."""
+    import time
+
+    from sparkdoctor.fleet.node import apply_node
+    from tests.fleet.test_fleet_compare import fleet_facts
+    from tests.fleet.test_fleet_hostmem import node_answer
+    from tests.fleet.test_fleet_memory_fit import healthy
+
+    root = healthy(tmp_path)
+    text = (root / "proc" / "meminfo").read_text()
+    (root / "proc" / "meminfo").write_text(text.replace("MemFree:", "MemFree: \u00b2 kB\nOldFree:"))
+    facts = fleet_facts("spark-1")
+    apply_node(facts, node_answer(root), time.time(), None)
+    held = (facts.fleet or {})["memory"]
+    assert held["free_kib"] is None and facts.host_health["memory"]["available_kib"] == 98 * 2**20
