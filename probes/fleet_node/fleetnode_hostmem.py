@@ -212,7 +212,7 @@ def holders(root):
     rss_kib, devices, container), and containers' memory with their processes."""
     errors = []
     try:
-        pids = sorted(int(n) for n in os.listdir(_under(root, "/proc")) if n.isdigit() and len(n) <= 10)
+        pids = sorted(n for n in map(_count, os.listdir(_under(root, "/proc"))) if n is not None and n < 10 ** 10)
     except OSError as exc:
         pids = []
         errors.append("/proc: %s: the processes holding the GPU are unknown" % (exc.strerror or exc))

@@ -233,7 +233,7 @@ def _huge_pages(fields: dict[str, int]) -> tuple[int | None, int | None]:
 
 def _pids(root: Path, errors: list[str]) -> list[int]:
     try:
-        names = [n for n in os.listdir(root / "proc") if n.isdigit() and len(n) <= 10]
+        names = [n for n in os.listdir(root / "proc") if n.isascii() and n.isdigit() and len(n) <= 10]
     except OSError as exc:
         errors.append(f"{root / 'proc'}: {exc.strerror or exc}: the processes holding the GPU are unknown")
         return []
@@ -310,7 +310,7 @@ def _visible(gpus: list[_GPU]) -> list[_GPU]:
     """The GPUs a launch from here sees, in CUDA's order: CUDA_VISIBLE_DEVICES when it lists NVML indices (UUIDs and
     MIG names are left as NVML lists them)."""
     wanted = os.environ.get("CUDA_VISIBLE_DEVICES", "").replace(" ", "")
-    if not wanted or not all(part.isdigit() for part in wanted.split(",")):
+    if not wanted or not all(part.isascii() and part.isdigit() and len(part) <= 4 for part in wanted.split(",")):
         return gpus
     return [gpus[int(i)] for i in wanted.split(",") if int(i) < len(gpus)]
 

@@ -250,7 +250,7 @@ def parallel_size(recipe: Recipe, argv: list[str], flags: tuple[str, ...]) -> in
                 raw = arg[len(flag) + 1:]
     if raw is None:
         return 1
-    if not raw.isdigit() or not 1 <= int(raw) <= 1024:
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 4) or not 1 <= int(raw) <= 1024:  # "²".isdigit() is True
         raise NeedError(f"{recipe.source_path}: {flags[0]} {raw[:40]!r} is not a whole number from 1 to 1024")
     return int(raw)
 

@@ -309,3 +309,28 @@ def test_a_nodes_meminfo_with_odd_digits_costs_its_free_figure_not_the_fleet(tmp
     apply_node(facts, node_answer(root), time.time(), None)
     held = (facts.fleet or {})["memory"]
     assert held["free_kib"] is None and facts.host_health["memory"]["available_kib"] == 98 * 2**20
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "9" * 5000], ids=["superscript", "5000-digits"])
+def test_a_parallel_size_that_is_not_a_plain_number_is_one_line(tmp_path, value):
+    """`--tensor-parallel-size ²` (or 5,000 nines) with `recipe check --model`: internal error: ValueError, exit 2."""
+    from sparkdoctor.audit.errors import AuditError
+    from sparkdoctor.memory.need import launch_need
+    from tests.audit import builders
+    from tests.memory.conftest import recipe
+
+    model = builders.qwen3_8b(tmp_path / "qwen3-8b", None)
+    with pytest.raises(AuditError, match="--tensor-parallel-size .* is not a whole number from 1 to 1024"):
+        launch_need(recipe(tmp_path, model, "--tensor-parallel-size", value), model, 128 * GIB)
+
+
+def test_odd_names_in_proc_and_cuda_visible_devices_are_not_an_internal_error(tmp_path, monkeypatch):
+    """A folder named "²" under a host root's proc, or CUDA_VISIBLE_DEVICES=², passed `isdigit` into `int()`."""
+    from sparkdoctor.memory.have import _visible
+
+    (tmp_path / "proc" / "\u00b2").mkdir(parents=True)
+    process(tmp_path, 42, "python3", 1, {"3": "/dev/nvidia0"})
+    assert [h.pid for h in read_have(tmp_path, ask_nvml=False).holders] == [42]
+    assert [h["pid"] for h in _hostmem().holders(str(tmp_path))["holders"]] == [42]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "\u00b2")
+    assert _visible(["gpu0", "gpu1"]) == ["gpu0", "gpu1"]  # not indices: left as NVML lists them
