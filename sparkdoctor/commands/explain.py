@@ -66,7 +66,7 @@ def run(options: ExplainCommand) -> Result[Explanation]:
         matches = match_text(text, matrix.entries)
         groups = ambiguous_lines(matches)  # one line, several known causes: never shown as one exact match
         explanation = Explanation(matches, label, len(text.splitlines()), groups)
-    return Result("explain", "explain", explanation, exit_code=explanation.exit_code)
+    return Result("explain", "explain", explanation, exit_code=explanation.exit_code, notes=matrix.notes())
 
 
 def read_text(source: str) -> tuple[str, str]:
