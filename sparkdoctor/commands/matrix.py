@@ -87,10 +87,10 @@ def run_validate(options: MatrixCommand, bounds_doc: Path | None = None) -> Resu
             load(installed)  # validate judges what `matrix update` installed: its MatrixError, not the fallback
         raise MatrixError(m.fallback)  # it is gone, or the data folder cannot be read
     levels = {lv: sum(1 for e in m.entries if e.evidence == lv) for lv in ("reproduced", "checked", "reported")}
-    found = problems(m, _bounds_document(bounds_doc) if bounds_doc else None)
+    found, unlisted = problems(m, _bounds_document(bounds_doc) if bounds_doc else None)
     return Result("matrix validate", "matrix-validate",
                   Validation(len(m.entries), len(m.stacks), len(m.files), levels, str(getattr(m, "source", "") or ""), found,
-                             report_delay(m)),
+                             report_delay(m), unlisted),
                   exit_code=EXIT_FINDINGS if found else EXIT_OK)
 
 
