@@ -97,4 +97,5 @@ def read_text(source: str) -> tuple[str, str]:
 def register(app: typer.Typer) -> None:
     app.command("explain")(verb(ExplainCommand, run, """
         Match error text or a server log against every entry's symptoms; print what they mean and what to do.
+
         Exit 0: something matched; 1: no known symptom in the text; 2: unreadable input or matrix, or --timeout ran out."""))

@@ -123,6 +123,7 @@ def register(app: typer.Typer) -> None:
     matrix_app.command("list")(verb(MatrixCommand, run_list, "List every entry and known-good stack."))
     matrix_app.command("show")(verb(ShowCommand, run_show, "Show one entry (or stack) in full."))
     matrix_app.command("validate")(verb(ValidateCommand, lambda options: run_validate(options, options.bounds_doc), """
-        Check matrix files against the schema, probe ids and verify tables, then across entries (remedies that
-        another entry says break; `checked` entries that bracket nothing). Exit 1: a problem across entries."""))
+        Check matrix files against the schema, probe ids and verify tables, then across entries (remedies that another entry says break; `checked` entries that bracket nothing).
+
+        Exit 1: a problem across entries."""))
     matrix_app.command("verify")(verb(matrix_verify.VerifyCommand, matrix_verify.run, matrix_verify.HELP))

@@ -142,13 +142,14 @@ def run_update(options: UpdateCommand) -> Result[Updated]:
 def register(app: typer.Typer) -> None:
     app.command("track")(command(TrackCommand, matrix_track))
     app.command("update")(verb(UpdateCommand, run_update, """
-        Install a newer matrix without a new sparkdoctor release: pinned, validated before it replaces
-        anything, never executed; --rollback restores the previous one. Exit 0 done, 2 refused (says why)."""))
+        Install a newer matrix without a new sparkdoctor release: pinned, validated before it replaces anything, never executed; --rollback restores the previous one.
+
+        Exit 0: done; 2: refused (says why)."""))
 
 
 def matrix_track(options: TrackCommand) -> None:
-    """Re-check every entry on releases newer than the matrix's tracked-through versions, or uploaded since it was
-    tracked (backports); propose edits.
+    """Re-check every entry on releases newer than the matrix's tracked-through versions, or uploaded since it was tracked (backports); propose edits.
+
     Exit 0: nothing to change; 1: an entry needs an edit or its check is broken (or --probe proposes one); 2: a registry read failed."""
     from sparkdoctor.emit import emit
 

@@ -81,4 +81,5 @@ def run(options: VerifyCommand) -> Result[Answer]:
 
 
 HELP = """Prove entries: install affected/fixed versions and run the probe; read their released wheels.
+
     Exit 0: all confirmed; 1: an entry is contradicted (or its bound differs); 2: could not build, download or probe."""
