@@ -1,9 +1,9 @@
 """A user whose HOME names another user's folders (`sudo -u nobody` keeping HOME=/root) cannot read sparkdoctor's
-data or config folder there. Each verb that reads them said "internal error: PermissionError ..." (exit 2); now a
-verb that reads the matrix uses the bundled one and says why on stderr, `matrix validate` (which judges the
-installed one) and `matrix update --rollback` are one line, and an unreadable config is one line (its ignores and
-fail_on unread would change verdicts). The real CLI, run as `nobody` when the suite runs as root, else with the
-folder closed to its owner."""
+data, config or state folder there. Each verb that reads them said "internal error: PermissionError ..." (exit 2);
+now a verb that reads the matrix uses the bundled one and says why on stderr, `matrix validate` (which judges the
+installed one) and `matrix update --rollback` are one line, an unreadable config is one line (its ignores and
+fail_on unread would change verdicts), and so is a state folder whose fix journals cannot be listed. The real CLI,
+run as `nobody` when the suite runs as root, else with the folder closed to its owner."""
 
 from __future__ import annotations
 
@@ -42,9 +42,12 @@ def closed_home(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
         home.chmod(0o700)
 
 
-def cli(home: Path, as_user: list[str], *args: object, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def cli(home: Path, as_user: list[str], *args: object, stdin: str = "", state: bool = False) -> subprocess.CompletedProcess[str]:
+    """The CLI as that user with that HOME (`state`: its state folder too, else none)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARKDOCTOR_", "XDG_"))}
-    env.update(HOME=str(home), COLUMNS="200", SPARKDOCTOR_STATE_DIR=os.devnull, SPARKDOCTOR_CACHE_DIR=os.devnull)
+    env.update(HOME=str(home), COLUMNS="200", SPARKDOCTOR_CACHE_DIR=os.devnull)
+    if not state:
+        env["SPARKDOCTOR_STATE_DIR"] = os.devnull
     return subprocess.run([*as_user, sys.executable, "-m", "sparkdoctor", *map(str, args)], capture_output=True,
                           text=True, timeout=300, cwd=ROOT, env=env, input=stdin)
 
@@ -88,3 +91,14 @@ def test_an_unreadable_config_folder_is_one_line_and_a_named_config_is_used(clos
     assert "config.toml: cannot be read (Permission denied); name a config with --config" in p.stderr, p.stderr
     p = cli(home, as_user, "check", "--facts", SNAPSHOT, "--config", readable / "config.toml")
     assert p.returncode in (0, 1) and FALLBACK in p.stderr, (p.returncode, p.stderr)
+
+
+def test_an_unreadable_state_folder_is_one_line_for_fix(closed_home):
+    """`fix` lists its journals there (an unfinished fix of the target, --history, --prune): "internal error:
+    PermissionError" before; unknown is never read as "no journal"."""
+    home, as_user = closed_home
+    (home / ".local" / "state" / "sparkdoctor" / "journals").mkdir(parents=True)
+    for args in (("fix", "--history"), ("fix", "--prune", "--keep", "1")):
+        p = cli(home, as_user, *args, state=True)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1, (args, p.stderr)
+        assert "cannot read the fix journals (Permission denied); set SPARKDOCTOR_STATE_DIR" in p.stderr, (args, p.stderr)
