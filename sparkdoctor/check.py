@@ -76,8 +76,7 @@ def check(request: CheckRequest) -> CheckOutcome:
         except OSError as exc:
             raise UsageError(f"--save-facts {request.save_facts}: {exc.strerror or exc}") from None
     notes = _unknown_ignores(matrix, request.ignore, cfg)
-    if matrix.fallback:  # `matrix update` installed one and it cannot be used
-        notes.append(f"the installed matrix is not in use: judged by the {matrix.source}")
+    notes += matrix.notes()  # `matrix update` installed one and it cannot be used
     notes += _copied_venv(request.target)
     report = build_report(facts, matrix, fail_on=request.fail_on or cfg.fail_on or "error", ignore={*request.ignore, *cfg.ignore})
     by_config = [i for i in report.ignored if i in cfg.ignore]

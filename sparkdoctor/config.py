@@ -60,7 +60,14 @@ def find_config(explicit: Path | None = None) -> Path | None:
         if not Path(named).exists():
             raise ConfigError(f"{ENV_VAR}={named}: no such config file")
         return Path(named)
-    return next((p for p in (Path("sparkdoctor.toml"), config_file()) if p.is_file()), None)
+    for candidate in (Path("sparkdoctor.toml"), config_file()):
+        try:
+            if candidate.is_file():
+                return candidate
+        except OSError as exc:  # another user's config folder: its ignores and fail_on unread would change verdicts
+            raise ConfigError(f"{candidate}: cannot be read ({exc.strerror or type(exc).__name__}); name a config with "
+                              f"--config or {ENV_VAR}") from None
+    return None
 
 
 def load_config(explicit: Path | None = None) -> Config:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sparkdoctor.files import OutputError, write_text
 from sparkdoctor.result import Format, Result, error_document
-from sparkdoctor.sink import Sink
+from sparkdoctor.sink import Sink, unpadded
 
 
 @dataclass
@@ -54,7 +54,10 @@ def render(result: Result[object], fmt: Format, output: Path | None = None) -> s
 
     text = views.render(result, fmt, sink_for(output, fmt))
     # the text formats carry a snapshot's strings as written; console output is escaped as it is drawn (Sink.console)
-    return shown(text) if fmt in (Format.markdown, Format.github, Format.forum) else text
+    if fmt in (Format.markdown, Format.github, Format.forum):
+        return shown(text)
+    on_terminal = output is None and sys.stdout is not None and sys.stdout.isatty()
+    return unpadded(text) if fmt is Format.console and not on_terminal else text  # rich pads lines to the width
 
 
 def emit(result: Result[object], fmt: Format | str, output: Path | None = None) -> int:

@@ -214,8 +214,11 @@ class Facts:
         return cls.from_dict(data, source=str(path))
 
     def save(self, path: Path) -> None:
-        """Write atomically, and only to a regular file (sparkdoctor.output); OSError otherwise."""
-        write_text(Path(path), self.to_json() + "\n")
+        """Write atomically, and only to a regular file (sparkdoctor.output); OSError otherwise. Strings past a snapshot's
+        bounds are clipped (facts_shapes.fit): a snapshot sparkdoctor writes is one it reads back."""
+        from sparkdoctor.facts_shapes import fit
+
+        write_text(Path(path), json.dumps({key: fit(key, value) for key, value in self.to_dict().items()}, indent=2) + "\n")
 
     # ---- fingerprint ----------------------------------------------------------------------------
     def fingerprint_material(self) -> dict[str, object]:

@@ -141,6 +141,32 @@ def check_field(name: str, value: object, lengths: bool = True) -> None:
         check_value(value, shape, name, lengths)
 
 
+CLIPPED = "\u2026"  # ends a string fit() shortened: no PEP 440 version ends in it, so a clipped version is unknown
+
+
+def fit(name: str, value: object) -> object:
+    """`value` of field `name` (its types already checked) with every string past its bound clipped to it, ending in
+    CLIPPED: a live probe's readings have a snapshot's bounds, so what `check` judges live is what `--save-facts`
+    writes and `--facts` reads back (a 5,000-digit version from a real METADATA was judged, then refused on read)."""
+    shape = FIELD_SHAPES.get(name)
+    return value if shape is None else _fit(value, shape)
+
+
+def _fit(value: object, shape: object) -> object:
+    if isinstance(shape, Opt):
+        return _fit(value, shape.inner)
+    if isinstance(shape, Str) and isinstance(value, str) and len(value) > shape.max_len:
+        return value[: shape.max_len - len(CLIPPED)] + CLIPPED
+    if isinstance(shape, dict) and isinstance(value, dict):
+        return {k: _fit(v, shape[k]) if isinstance(k, str) and not k.startswith("!") and k in shape else v
+                for k, v in value.items()}
+    if isinstance(shape, MapOf) and isinstance(value, dict):
+        return {k: _fit(v, shape.value) for k, v in value.items()}
+    if isinstance(shape, ListOf) and isinstance(value, list):
+        return [_fit(v, shape.item) for v in value]
+    return value
+
+
 def _type_name(value: object) -> str:
     return "null" if value is None else {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
         type(value), type(value).__name__)

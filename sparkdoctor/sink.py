@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import io
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -121,3 +122,23 @@ def _escape_hook() -> RenderHook:
             return [Escaped(r) for r in renderables]
 
     return EscapeHook()
+
+
+_SGR_AT_END = re.compile(r"\x1b\[[0-9;]*m\Z")
+
+
+def unpadded(text: str) -> str:
+    """`text` without the spaces rich pads each line with to the console's width, also those before a line's closing
+    colour codes (FORCE_COLOR on a pipe): a pipe or file gets no trailing blanks; a terminal is drawn as rich draws."""
+    out = []
+    for line in text.split("\n"):
+        codes = []
+        while True:
+            line = line.rstrip(" ")
+            end = _SGR_AT_END.search(line)
+            if end is None:
+                break
+            codes.append(end.group())
+            line = line[: end.start()]
+        out.append(line + "".join(reversed(codes)))
+    return "\n".join(out)

@@ -124,3 +124,22 @@ def test_remedy_conflicts_are_listed_to_a_limit_and_found_without_trying_every_p
     assert "entry e0: its remedy recommends A0, which entry e7 (error)" in found[0]
     assert remedy_conflicts(quiet) == []
     assert time.process_time() - started < 1.5  # before: about 14 s and 6 s
+
+
+def test_matrix_validate_counts_the_problems_it_lists_not_the_line_that_says_there_are_more(tmp_path):
+    """The "... and more: stopped after 100" line was counted: "101 problems across entries" for 100 listed, and it
+    was one of the JSON document's `problems`."""
+    import json
+
+    import sparkdoctor.views.matrix  # noqa: F401 (registers the view)
+    from sparkdoctor.commands.matrix import MatrixCommand, run_validate
+    from sparkdoctor.emit import render
+    from sparkdoctor.result import Format
+
+    result = run_validate(MatrixCommand(matrix=_many(tmp_path, 200, "A{}")))
+    doc = json.loads(render(result, Format.json))
+    assert len(doc["problems"]) == 100 and not any(p.startswith("... and more") for p in doc["problems"])
+    assert doc["unlisted"].startswith("... and more: stopped after 100") and doc["valid"] is False
+    lines = render(result, Format.console).splitlines()
+    assert lines[-2].startswith("... and more: stopped after 100") and sum(line.startswith("problem: ") for line in lines) == 100
+    assert lines[-1] == "100 problems across entries listed, and more", lines[-1]

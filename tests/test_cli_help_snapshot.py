@@ -129,3 +129,19 @@ def test_a_command_is_made_of_its_options_fields(tmp_path):
     assert seen == [Told(Path("x"), ["a", "b"], False, Path(out)), Told()]
     shown = CliRunner().invoke(app, ["told", "--help"], env={"COLUMNS": "120"}).output
     assert "Say what was told." in shown and "where" in shown.lower() and "--internal" not in shown
+
+
+def test_no_help_text_breaks_a_line_inside_a_paragraph():
+    """Rich keeps a help string's single line breaks in the command lists (`sparkdoctor --help` printed audit's and
+    whatif's summaries broken mid-sentence, ragged against the width): every paragraph is one line in the string,
+    paragraphs are parted by a blank line (the first one is the summary the lists show)."""
+    import inspect
+
+    broken = []
+    for words, cmd in _commands():
+        texts = [("help", getattr(cmd, "help", None) or "")]
+        texts += [(str(p.opts), getattr(p, "help", None) or "") for p in getattr(cmd, "params", [])]
+        for where, text in texts:
+            if any("\n" in paragraph for paragraph in inspect.cleandoc(text).split("\n\n")):
+                broken.append(f"{' '.join(words)} {where}")
+    assert len(_commands()) > 20 and not broken, broken

@@ -581,7 +581,7 @@ BOUNDS_DOC = Path(__file__).resolve().parent.parent / "docs" / "evidence" / "bou
 
 
 def test_bundled_matrix_has_no_problem_across_entries():
-    assert consistency.problems(MATRIX, json.loads(BOUNDS_DOC.read_text())) == []
+    assert consistency.problems(MATRIX, json.loads(BOUNDS_DOC.read_text())) == ([], "")
 
 
 def test_a_remedy_that_selects_a_path_another_entry_says_crashes_is_refused():

@@ -254,7 +254,12 @@ def test_a_sparse_compiler_library_is_refused_not_hashed(bare_venv):
     assert data["packages"]["nvidia-cutlass-dsl-libs-base"]["integrity"] == "unchecked"
 
 
-def test_versions_and_sizes_of_thousands_of_digits(bare_venv, monkeypatch):
+def test_versions_and_sizes_of_thousands_of_digits(bare_venv, monkeypatch, tmp_path):
+    """A version of 5,002 characters was judged live and written whole by --save-facts, and that snapshot was refused by
+    --facts (over the 200 characters a snapshot's version may have): now it is clipped to the bound where it is read,
+    so the live check, the saved snapshot and the snapshot read back agree."""
+    from sparkdoctor.facts_shapes import CLIPPED, MAX_VERSION
+
     python, site = bare_venv
     info = add_dist(site, "vllm", "0.22.0", {"vllm/__init__.py": b""})
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: 1.{HUGE_DIGITS}\n")
@@ -263,9 +268,13 @@ def test_versions_and_sizes_of_thousands_of_digits(bare_venv, monkeypatch):
     (site / SO).parent.mkdir(parents=True)
     (site / SO).write_bytes(b"x")
     facts = collect(str(python), monkeypatch)
-    assert facts.package("vllm")["version"] == f"1.{HUGE_DIGITS}"
+    version = facts.package("vllm")["version"]
+    assert len(version) == MAX_VERSION and version == f"1.{HUGE_DIGITS}"[: MAX_VERSION - 1] + CLIPPED
     assert facts.cutedsl["active_build"] == "libs-base", facts.cutedsl  # the bytes match; the size field is junk
     assert not [e for e in facts.errors if e["collector"] == "target"], facts.errors
+    facts.save(tmp_path / "snap.json")
+    loaded = Facts.load(tmp_path / "snap.json")
+    assert loaded.package("vllm")["version"] == version and evaluations(loaded) == evaluations(facts)
 
 
 def test_the_probe_never_opens_a_fifo_it_was_not_asked_about(bare_venv):
@@ -297,3 +306,12 @@ def test_the_hash_budget_stops_inside_a_file_not_only_between_files(tmp_path):
     with pytest.raises(targetenv_base.HashBudgetSpent):
         targetenv_hashes.hash_file(str(big), True, started + 0.05)
     assert time.process_time() - cpu < 0.5  # CPU seconds: the whole GiB would be seconds; a busy machine is not
+
+
+def test_a_snapshot_sparkdoctor_saves_is_one_it_reads_back(tmp_path):
+    """Whatever collector read a string past a snapshot's bound, --save-facts clips it: never a file --facts refuses."""
+    facts = Facts(driver={"version": "5" * 300, "cuda": "13.0"}, env={"LONG": "x" * 1_000_001})
+    facts.save(tmp_path / "snap.json")
+    loaded = Facts.load(tmp_path / "snap.json")
+    assert loaded.driver["version"].endswith("\u2026") and len(loaded.driver["version"]) == 200
+    assert loaded.driver["cuda"] == "13.0" and len(loaded.env["LONG"]) == 1_000_000

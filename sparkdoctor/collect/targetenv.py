@@ -92,7 +92,9 @@ def run(ctx: Context) -> dict[str, object]:
         "env": data.get("env") if isinstance(data.get("env"), dict) else None,
     }
     _refuse_wrong_shapes(found)
-    return found
+    from sparkdoctor.facts_shapes import fit
+
+    return {key: fit(key, value) for key, value in found.items()}  # a snapshot's bounds: what is judged is what is saved
 
 
 def _refuse_wrong_shapes(found: Mapping[str, object]) -> None:
@@ -103,7 +105,7 @@ def _refuse_wrong_shapes(found: Mapping[str, object]) -> None:
 
     for key, value in found.items():
         try:
-            check_field(key, value, lengths=False)  # a huge version from a real METADATA is judged, as before
+            check_field(key, value, lengths=False)  # a huge version from a real METADATA: clipped by fit(), not refused
         except ShapeError as exc:
             raise CollectorError(f"probe {PROBE} printed JSON of the wrong shape: {exc}") from None
 

@@ -103,5 +103,4 @@ def _audit(options: AuditCommand) -> Audit:
 
 def register(app: typer.Typer) -> None:
     app.command(name="audit")(verb(AuditCommand, run, """
-        Read a checkpoint's headers (never its weights): bytes per decoded token by module group, what stays
-        unquantized, the tok/s ceiling at the memory bandwidth, and whether weights + KV cache fit."""))
+        Read a checkpoint's headers (never its weights): bytes per decoded token by module group, what stays unquantized, the tok/s ceiling at the memory bandwidth, and whether weights + KV cache fit."""))

@@ -80,6 +80,8 @@ class BenchCommand:
         if self.reproduce is not None and self.recipe is None and self.url is None:
             raise UsageError("--reproduce FILE runs the cell's workload here: give the RECIPE to launch (the cell's "
                              "recipe.source_path names the one it ran) or --url URL of a running server")
+        if self.export is not None and str(self.export) == "-":  # a cell besides the document on stdout: never a file named -
+            raise UsageError("--export -: this file is written besides the document on stdout; name a file")
         if self.export is not None and not self.export.expanduser().absolute().parent.is_dir():
             raise UsageError(f"--export {self.export}: its folder does not exist")
         if self.export is not None and (self.export.is_symlink() or self.export.exists()) and not self.export.is_file():

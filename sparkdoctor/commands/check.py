@@ -58,7 +58,7 @@ class CheckCommand:
     save_facts: Annotated[Path | None, typer.Option("--save-facts", metavar="PATH", help="Write the collected Facts snapshot (JSON) to this file."),
                           Parsed(str | None, functools.partial(output_path, "--save-facts"))] = None
     fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
-    output: Annotated[Output, output_option("Write the report here instead of stdout.")] = None
+    output: Annotated[Output, output_option("Write the report here instead of stdout (- is stdout).")] = None
     fail_on: Annotated[str | None, typer.Option("--fail-on", help="Lowest severity that fails the check: info | warn | error (default error).")] = None
     strict: Annotated[bool, typer.Option("--strict", help="Fail on warnings too (same as --fail-on warn).")] = False
     ignore: Ignore = field(default_factory=list)

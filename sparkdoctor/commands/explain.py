@@ -66,7 +66,7 @@ def run(options: ExplainCommand) -> Result[Explanation]:
         matches = match_text(text, matrix.entries)
         groups = ambiguous_lines(matches)  # one line, several known causes: never shown as one exact match
         explanation = Explanation(matches, label, len(text.splitlines()), groups)
-    return Result("explain", "explain", explanation, exit_code=explanation.exit_code)
+    return Result("explain", "explain", explanation, exit_code=explanation.exit_code, notes=matrix.notes())
 
 
 def read_text(source: str) -> tuple[str, str]:
@@ -97,4 +97,5 @@ def read_text(source: str) -> tuple[str, str]:
 def register(app: typer.Typer) -> None:
     app.command("explain")(verb(ExplainCommand, run, """
         Match error text or a server log against every entry's symptoms; print what they mean and what to do.
+
         Exit 0: something matched; 1: no known symptom in the text; 2: unreadable input or matrix, or --timeout ran out."""))

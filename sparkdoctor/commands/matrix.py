@@ -55,7 +55,8 @@ class ValidateCommand(MatrixCommand):
 def run_list(options: MatrixCommand) -> Result[Matrix]:
     """Every entry and known-good stack."""
     Format.parse(options.fmt, FORMATS)
-    return Result("matrix list", "matrix-list", load(options.matrix))
+    m = load(options.matrix)
+    return Result("matrix list", "matrix-list", m, notes=m.notes())
 
 
 def run_show(options: MatrixCommand) -> Result[Entry | Stack]:
@@ -65,7 +66,7 @@ def run_show(options: MatrixCommand) -> Result[Entry | Stack]:
     item = m.get(options.item_id or "") or next((s for s in m.stacks if s.id == options.item_id), None)
     if item is None:
         raise UsageError(f"no matrix entry or stack with id {options.item_id!r} (try `sparkdoctor matrix list`)")
-    return Result("matrix show", "matrix-item", item)
+    return Result("matrix show", "matrix-item", item, notes=m.notes())
 
 
 def run_validate(options: MatrixCommand, bounds_doc: Path | None = None) -> Result[Validation]:
@@ -78,15 +79,18 @@ def run_validate(options: MatrixCommand, bounds_doc: Path | None = None) -> Resu
         from sparkdoctor.locations import installed_matrix
         from sparkdoctor.matrix import MatrixError
 
-        installed = installed_matrix()
+        try:
+            installed = installed_matrix()
+        except OSError:  # the data folder cannot be read: the fallback says so
+            installed = None
         if installed is not None:
             load(installed)  # validate judges what `matrix update` installed: its MatrixError, not the fallback
-        raise MatrixError(m.fallback)  # it is gone
+        raise MatrixError(m.fallback)  # it is gone, or the data folder cannot be read
     levels = {lv: sum(1 for e in m.entries if e.evidence == lv) for lv in ("reproduced", "checked", "reported")}
-    found = problems(m, _bounds_document(bounds_doc) if bounds_doc else None)
+    found, unlisted = problems(m, _bounds_document(bounds_doc) if bounds_doc else None)
     return Result("matrix validate", "matrix-validate",
                   Validation(len(m.entries), len(m.stacks), len(m.files), levels, str(getattr(m, "source", "") or ""), found,
-                             report_delay(m)),
+                             report_delay(m), unlisted),
                   exit_code=EXIT_FINDINGS if found else EXIT_OK)
 
 
@@ -119,6 +123,7 @@ def register(app: typer.Typer) -> None:
     matrix_app.command("list")(verb(MatrixCommand, run_list, "List every entry and known-good stack."))
     matrix_app.command("show")(verb(ShowCommand, run_show, "Show one entry (or stack) in full."))
     matrix_app.command("validate")(verb(ValidateCommand, lambda options: run_validate(options, options.bounds_doc), """
-        Check matrix files against the schema, probe ids and verify tables, then across entries (remedies that
-        another entry says break; `checked` entries that bracket nothing). Exit 1: a problem across entries."""))
+        Check matrix files against the schema, probe ids and verify tables, then across entries (remedies that another entry says break; `checked` entries that bracket nothing).
+
+        Exit 1: a problem across entries."""))
     matrix_app.command("verify")(verb(matrix_verify.VerifyCommand, matrix_verify.run, matrix_verify.HELP))

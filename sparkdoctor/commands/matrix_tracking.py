@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from sparkdoctor.commands.options import (
+    AlsoOutput,
     Fmt,
     Output,
     command,
@@ -54,7 +55,7 @@ class TrackCommand:
     through: Annotated[list[str], typer.Option("--through", metavar="PKG=VERSION", help="Read new releases of PKG up to VERSION (default: the newest).")] = field(default_factory=list)
     matrix: Annotated[Path | None, typer.Option("--matrix", help="Matrix folder (default: the installed, else the bundled one).")] = None
     fmt: Annotated[Fmt, format_option(*TRACK_FORMATS)] = Format.console
-    output: Annotated[Output, output_option("Also write the JSON document to this file (atomically), whatever --format prints.")] = None
+    output: Annotated[AlsoOutput, output_option("Also write the JSON document to this file (atomically), whatever --format prints.")] = None
     platform: Annotated[str, typer.Option("--platform", help="Whose wheels to read: linux-aarch64 | linux-x86_64")] = "linux-aarch64"
     python: Annotated[str, typer.Option("--python-version", help="The CPython whose wheels to read.")] = "3.12"
     since: Annotated[str | None, typer.Option("--since", metavar="DATE", help="Also re-check releases uploaded after DATE (YYYY-MM-DD) whatever their version; default: the matrix's tracked_on.")] = None
@@ -141,13 +142,14 @@ def run_update(options: UpdateCommand) -> Result[Updated]:
 def register(app: typer.Typer) -> None:
     app.command("track")(command(TrackCommand, matrix_track))
     app.command("update")(verb(UpdateCommand, run_update, """
-        Install a newer matrix without a new sparkdoctor release: pinned, validated before it replaces
-        anything, never executed; --rollback restores the previous one. Exit 0 done, 2 refused (says why)."""))
+        Install a newer matrix without a new sparkdoctor release: pinned, validated before it replaces anything, never executed; --rollback restores the previous one.
+
+        Exit 0: done; 2: refused (says why)."""))
 
 
 def matrix_track(options: TrackCommand) -> None:
-    """Re-check every entry on releases newer than the matrix's tracked-through versions, or uploaded since it was
-    tracked (backports); propose edits.
+    """Re-check every entry on releases newer than the matrix's tracked-through versions, or uploaded since it was tracked (backports); propose edits.
+
     Exit 0: nothing to change; 1: an entry needs an edit or its check is broken (or --probe proposes one); 2: a registry read failed."""
     from sparkdoctor.emit import emit
 

@@ -38,7 +38,7 @@ class VerifyCommand:
     latest: Annotated[bool, typer.Option("--latest", help="Run the file checks and verify tables on the newest releases.")] = False
     bounds: Annotated[bool, typer.Option("--bounds", help="Bracket every version bound with its file checks on released files (read remotely).")] = False
     stacks: Annotated[bool, typer.Option("--stacks", help="Resolve every known-good stack for linux aarch64 with a pip dry run (ENTRY: a stack id).")] = False
-    output: Annotated[Output, output_option("Write the document here instead of stdout.")] = None
+    output: Annotated[Output, output_option("Write the document here instead of stdout (- is stdout).")] = None
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `matrix verify` (exit 2, one line), before the matrix is read."""
@@ -81,4 +81,5 @@ def run(options: VerifyCommand) -> Result[Answer]:
 
 
 HELP = """Prove entries: install affected/fixed versions and run the probe; read their released wheels.
+
     Exit 0: all confirmed; 1: an entry is contradicted (or its bound differs); 2: could not build, download or probe."""

@@ -70,7 +70,7 @@ def run(options: ModsCommand) -> Result[ModsReport]:
 def register(app: typer.Typer) -> None:
     mods_app = typer.Typer(help="Judge the mods (patches, patch scripts) a recipe applies.", no_args_is_help=True)
     mods_app.command("check")(verb(ModsCommand, run, """
-        Say, for each mod and each file it touches: applies, already applied, superseded upstream, fails (and
-        where it diverged) or cannot tell (and why). Exit 0: no mod fails; 1: a mod fails (--strict: or is
-        superseded or cannot be judged); 2: bad input."""))
+        Say, for each mod and each file it touches: applies, already applied, superseded upstream, fails (and where it diverged) or cannot tell (and why).
+
+        Exit 0: no mod fails; 1: a mod fails (--strict: or is superseded or cannot be judged); 2: bad input."""))
     app.add_typer(mods_app, name="mods")

@@ -73,19 +73,22 @@ def format_option(*formats: Format, help: str | None = None) -> Any:
     return typer.Option("--format", "-f", help=help or " | ".join(f.value for f in allowed), callback=callback)
 
 
-def output_option(help: str = "Write the document here (atomically) instead of stdout.") -> Any:
+def output_option(help: str = "Write the document here (atomically) instead of stdout (- is stdout).") -> Any:
     """Read as text, not Path (`Output`): typer turns '' into Path('.'), and '' deserves its own answer (output_path)."""
     return typer.Option("--output", "-o", metavar="PATH", help=help)
 
 
-def output_path(option: str, name: str | None) -> Path | None:
+def output_path(option: str, name: str | None, dash_is_stdout: bool = False) -> Path | None:
     """The file `--output NAME` (or `--save-facts NAME`) names, refused in one line (exit 2) when it cannot become
-    a regular file, before any work starts."""
+    a regular file, before any work starts. `-` is stdout where the option replaces stdout (`dash_is_stdout`: None,
+    as when it is left out); where it writes a file besides stdout's document it is refused: never a file named `-`."""
     from sparkdoctor.errors import UsageError
     from sparkdoctor.files import OutputError, target_of
 
-    if name is None:
+    if name is None or (name == "-" and dash_is_stdout):
         return None
+    if name == "-":
+        raise UsageError(f"{option} -: this file is written besides the document on stdout; name a file (./- for one named -)")
     if option == "--output":  # a failure is not written over the file, nor onto a stdout nobody reads
         from sparkdoctor.emit import REQUESTED
 
@@ -116,7 +119,9 @@ Sets = Annotated[list[str], typer.Option("--set", help="Override a parameter: ke
 Ignore = Annotated[list[str], typer.Option("--ignore", help="Entry id to ignore (repeatable).")]
 Timeout = Annotated[float, typer.Option(
     "--timeout", help="Seconds the whole run may take (reading, parsing, matching); past it: one line, exit 2.")]
-Output = Annotated[Path | None, output_option(), Parsed(str | None, functools.partial(output_path, "--output"))]
+Output = Annotated[Path | None, output_option(), Parsed(str | None, functools.partial(output_path, "--output", dash_is_stdout=True))]
+AlsoOutput = Annotated[Path | None, Parsed(str | None, functools.partial(output_path, "--output"))]
+"""An --output written besides stdout's document (`-` refused); give it its output_option with the help."""
 
 
 def command(options: type[T], body: Callable[[T], None]) -> Callable[..., None]:

@@ -46,7 +46,7 @@ class ReportCommand:
     python: Annotated[str | None, typer.Option("--python", help="Interpreter (or venv folder) of the environment to report on. Default: $VIRTUAL_ENV, else this interpreter.")] = None
     facts_file: Annotated[Path | None, typer.Option("--facts", help="Report on a saved snapshot (check --save-facts) instead of probing.")] = None
     fmt: Annotated[Fmt, format_option(*FORMATS, help="github (markdown, long parts folded) | forum (plain text)")] = Format.github
-    output: Annotated[Output, output_option("Write the report here (atomically) instead of stdout.")] = None
+    output: Annotated[Output, output_option("Write the report here (atomically) instead of stdout (- is stdout).")] = None
     redact: Annotated[bool, typer.Option("--no-redact", help="Keep user and host names, home paths, addresses and tokens (default: anonymized)."),
                       Parsed(make=operator.not_, default=False)] = True
     arch: Annotated[str | None, typer.Option("--arch", help="Evaluate as if the target ran on this GPU arch (e.g. sm_121a).")] = None

@@ -85,7 +85,7 @@ def run(options: RerunCommand) -> Result[RerunDocument]:
     finally:
         led.close()
     doc.failed = doc.happened(options.wanted())
-    return Result("rerun", "rerun", doc, exit_code=doc.exit_code)
+    return Result("rerun", "rerun", doc, exit_code=doc.exit_code, notes=matrix.notes())
 
 
 def register(app: typer.Typer) -> None:

@@ -99,7 +99,6 @@ def run(options: WhatifCommand) -> Result[WhatIf]:
 
 def register(app: typer.Typer) -> None:
     app.command("whatif")(verb(WhatifCommand, run, """
-        Resolve an upgrade with the target's pip (dry run), build the Facts it would give (versions,
-        cutlass-dsl build, capabilities read from the new releases' files) and diff the findings against today.
-        Exit 0: nothing at or above --fail-on introduced; 1: introduced (--strict: or left in place); 2: cannot
-        resolve / bad input."""))
+        Resolve an upgrade with the target's pip (dry run), build the Facts it would give (versions, cutlass-dsl build, capabilities read from the new releases' files) and diff the findings against today.
+
+        Exit 0: nothing at or above --fail-on introduced; 1: introduced (--strict: or left in place); 2: cannot resolve / bad input."""))

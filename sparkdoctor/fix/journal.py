@@ -295,10 +295,17 @@ def is_journal(path: Path) -> bool:
 def history() -> list[Journal]:
     """Every journal, newest first (ids start with the UTC time)."""
     root = journals_dir()
-    if not root.is_dir():
-        return []
+    try:
+        if not root.is_dir():
+            return []
+        folders = sorted((q for q in root.iterdir() if q.is_dir()), key=lambda q: q.name, reverse=True)
+    except OSError as exc:  # another user's state folder: whether a fix is unfinished is unknown, never "none"
+        from sparkdoctor.errors import UsageError
+
+        raise UsageError(f"{root}: cannot read the fix journals ({exc.strerror or type(exc).__name__}); "
+                         "set SPARKDOCTOR_STATE_DIR to a folder of yours") from None
     out = []
-    for p in sorted((q for q in root.iterdir() if q.is_dir()), key=lambda q: q.name, reverse=True):
+    for p in folders:
         j = Journal(p, {})
         if j.has(COMPLETE):
             try:

@@ -172,18 +172,39 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
 
 
-def _in_memory(db: sqlite3.Connection) -> sqlite3.Connection:
-    """A copy of the file in memory, for a reader to migrate: reading a ledger never rewrites it (an older
-    sparkdoctor sharing it could no longer read a file migrated to a newer schema)."""
-    copy = sqlite3.connect(":memory:", isolation_level=None)
-    db.backup(copy)
-    db.close()
-    return copy
+def _current_tables() -> dict[str, list[str]]:
+    """Each table of the current schema and its columns, in order (read from an empty database migrated in memory)."""
+    ref = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for target in range(1, SCHEMA_VERSION + 1):
+            MIGRATIONS[target](ref)
+        names = [r[0] for r in ref.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        return {name: [r[1] for r in ref.execute(f"PRAGMA table_info({name})")] for name in names}
+    finally:
+        ref.close()
+
+
+def _as_current(db: sqlite3.Connection) -> None:
+    """A reader's view of an older ledger in the current schema, without copying or writing it: each current table is
+    a TEMP view of the file's table (a column added since is NULL; a table added since is empty), and unqualified
+    names find the temp schema first. The file is read in place (its indexes too); reading never migrates it, so an
+    older sparkdoctor sharing it still reads it. The migrations only add tables and columns (MIGRATIONS), so every
+    column a reader asks for is there."""
+    query_only = _one(db, "PRAGMA query_only")
+    db.execute("PRAGMA query_only = OFF")  # the TEMP schema only: it lives in memory, never in the file
+    try:
+        for table, columns in _current_tables().items():
+            have = {r[1] for r in db.execute(f"PRAGMA main.table_info({table})")}
+            picked = ", ".join(c if c in have else f"NULL AS {c}" for c in columns)
+            source = f"FROM main.{table}" if have else "WHERE 0"
+            db.execute(f"CREATE TEMP VIEW {table} AS SELECT {picked} {source}")
+    finally:
+        db.execute(f"PRAGMA query_only = {query_only}")
 
 
 def connect(path: Path, migrate: bool = True, read_only: bool = False) -> sqlite3.Connection:
     """Open (creating if absent, unless `read_only`) and migrate; raise LedgerError with one line otherwise. A
-    reader's file is never written: an older schema is migrated in a copy in memory."""
+    reader's file is never written: an older schema is read through views of the current one (_as_current)."""
     path = Path(path)
     try:
         if path.is_dir():
@@ -211,9 +232,9 @@ def connect(path: Path, migrate: bool = True, read_only: bool = False) -> sqlite
             raise LedgerError(f"ledger {path}: schema {version} was written by a newer sparkdoctor "
                               f"(this one reads up to {SCHEMA_VERSION}); upgrade sparkdoctor")
         if version < SCHEMA_VERSION and migrate and read_only:
-            db = _in_memory(db)
+            _as_current(db)
         db.execute("PRAGMA foreign_keys = ON")
-        if version < SCHEMA_VERSION and migrate:
+        if version < SCHEMA_VERSION and migrate and not read_only:
             if not read_only and db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 db.execute("PRAGMA journal_mode = WAL")
             db.execute("BEGIN IMMEDIATE")

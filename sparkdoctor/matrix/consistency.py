@@ -187,8 +187,12 @@ def _differing_labels(entry: Entry) -> set[str]:
     return {c.label for t in parse_files_tables(entry.files, entry.id) for c in t.checks if c.fixed == "differs"} if entry.files else set()
 
 
-def problems(matrix: Matrix, bounds_doc: dict[str, Any] | None = None) -> list[str]:
-    return [*remedy_conflicts(matrix), *unbracketed_checked(matrix), *(held_outside(matrix, bounds_doc) if bounds_doc else [])]
+def problems(matrix: Matrix, bounds_doc: dict[str, Any] | None = None) -> tuple[list[str], str]:
+    """The problems across entries, and the line that says more were found than listed ("" when all are): that line
+    is no problem of its own, so the count says 100, not 101."""
+    conflicts = remedy_conflicts(matrix)
+    unlisted = conflicts.pop() if len(conflicts) > MAX_CONFLICTS else ""
+    return [*conflicts, *unbracketed_checked(matrix), *(held_outside(matrix, bounds_doc) if bounds_doc else [])], unlisted
 
 
 class ReportDelay(TypedDict):
@@ -216,6 +220,7 @@ class Validation:
     matrix: str
     problems: list[str]
     report_delay: ReportDelay
+    unlisted: str = ""  # "... and more: stopped after 100 ...": problems found past those listed, "" when none
 
     def to_json(self) -> dict[str, object]:
         return {"valid": not self.problems, **asdict(self)}

@@ -149,7 +149,14 @@ def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
         matrix.source = str(path)
         return matrix
 
-    installed = locations.installed_matrix()
+    current = locations.data_home() / "matrix" / "current"
+    try:
+        installed = locations.installed_matrix()
+        gone = installed is None and current.is_symlink()
+    except OSError as exc:  # another user's data folder (HOME of root, run as nobody): the bundled one, said
+        installed, gone, unreadable = None, False, _unreadable(current, exc)
+    else:
+        unreadable = ""
     if installed is not None:
         try:
             matrix = cached(installed, fixes, ("installed",), lambda: _load(installed, fixes, path_given=True))
@@ -159,17 +166,29 @@ def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
             matrix.fallback = f"the installed matrix does not load: {exc}"
     else:
         matrix = _bundled(fixes)
-        current = locations.data_home() / "matrix" / "current"
-        if current.is_symlink():  # `matrix update` installed one, and its folder is gone: said, never a silent fallback
+        matrix.fallback = unreadable
+        if gone:  # `matrix update` installed one, and its folder is gone: said, never a silent fallback
             matrix.fallback = (f"the installed matrix is gone: {current} points at {os.readlink(current)}; "
                                "run `sparkdoctor matrix update` again")
     if matrix.fallback:
         matrix.source = f"bundled ({matrix.fallback})"
     local = locations.local_overrides()
-    if local.is_dir() and any(local.glob("*.toml")):
+    try:
+        layered = local.is_dir() and any(local.glob("*.toml"))
+    except OSError as exc:
+        if not unreadable:  # the user's own overrides unread would be a silent change of verdicts
+            raise MatrixError(f"{local}: the local overrides cannot be read ({exc.strerror or type(exc).__name__})") from None
+        layered = False  # the whole data folder is unreadable: said in the fallback
+    if layered:
         overlay(matrix, _load(local, fixes, path_given=True))
         matrix.source += f" + local overrides ({local})"
     return matrix
+
+
+def _unreadable(current: Path, exc: OSError) -> str:
+    """Why the data folder's matrix is not used when it cannot be read (one line, for Matrix.fallback)."""
+    return (f"the data folder cannot be read ({current}: {exc.strerror or type(exc).__name__}): neither a matrix "
+            "`matrix update` installed there nor local overrides are used; set SPARKDOCTOR_DATA_DIR to a folder of yours")
 
 
 def _bundled(fixes: Path | None) -> Matrix:

@@ -107,7 +107,11 @@ class Matrix:
     files: list[str]
     tracking: Any = None  # sparkdoctor.matrix.tracking.Tracking: tracked-through versions, lockstep families
     source: str = "bundled"  # which matrix this is: "bundled", "installed ...", or the path given
-    fallback: str = ""  # why the matrix `matrix update` installed is not in use (it does not load, or it is gone)
+    fallback: str = ""  # why the matrix `matrix update` installed is not in use (it does not load, is gone, or unreadable)
+
+    def notes(self) -> list[str]:
+        """What a command says on stderr about the matrix it used: that the installed one is not in use, and why."""
+        return [f"the installed matrix is not in use: judged by the {self.source}"] if self.fallback else []
 
     def get(self, entry_id: str) -> Entry | None:
         return next((e for e in self.entries if e.id == entry_id), None)

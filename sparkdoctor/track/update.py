@@ -185,10 +185,13 @@ def _install(root: Path, versions: Path, source: str, files: dict[str, bytes], p
 
 def rollback_matrix() -> dict[str, object]:
     root = _root()
-    if not root.is_dir():
-        raise UpdateError(f"{root}: no installed matrix to roll back (the bundled one is in use)")
-    with _locked(root):
-        return _rollback(root)
+    try:
+        if not root.is_dir():
+            raise UpdateError(f"{root}: no installed matrix to roll back (the bundled one is in use)")
+        with _locked(root):
+            return _rollback(root)
+    except OSError as exc:  # another user's data folder: one line, nothing changed
+        raise UpdateError(f"{exc.filename or root}: cannot roll back the matrix: {exc.strerror or exc}") from None
 
 
 def _rollback(root: Path) -> dict[str, object]:

@@ -265,7 +265,9 @@ def _validate_console(result: Result[Validation], sink: Sink) -> str:
     d = result.data
     levels = ", ".join(f"{n} {lv}" for lv, n in d.evidence.items())
     if d.problems:
-        return "".join(f"problem: {p}\n" for p in d.problems) + f"{plural(len(d.problems), 'problem')} across entries\n"
+        more = f"{d.unlisted}\n" if d.unlisted else ""
+        return ("".join(f"problem: {p}\n" for p in d.problems) + more
+                + f"{plural(len(d.problems), 'problem')} across entries{' listed, and more' if d.unlisted else ''}\n")
     delay = d.report_delay or {}
     if delay.get("entries"):
         levels += f" · report to entry: median {delay['median_days']} days over {plural(delay['entries'], 'entry')}"
