@@ -119,7 +119,8 @@ def _answers_line(console: Console, checked: dict[str, Any] | None) -> None:
         console.print("answers: not checked (--no-correctness)")
         return
     verdict = checked.get("verdict")
-    worst = max((r.get("mean_abs_dlogprob") or 0.0 for r in checked.get("per_prompt") or []), default=None)
+    scored = [r["mean_abs_dlogprob"] for r in checked.get("per_prompt") or [] if r.get("mean_abs_dlogprob") is not None]
+    worst = max(scored, default=None)  # none scored: no difference was measured, not a difference of 0
     how = f"; largest mean |Δ logprob| {worst:.3f} (tolerance {checked.get('tolerance')})" if worst is not None else ""
     console.print(f"[bold]answers[/bold]: [{ANSWER_STYLE.get(str(verdict), 'white')}]{_e(verdict)}[/]{escape(how)}"
                   f"  (reference {_e(checked.get('reference'))}, {_e(checked.get('seconds'))} s, after the timed window)")
