@@ -8,9 +8,9 @@ The first token is the first chunk that carries text: `content` OR `reasoning_co
 phase of a reasoning model as its time to first token. Role-only chunks are not tokens.
 Token counts come from `usage` when the server sends it; otherwise the count of chunks with text
 (said so in `tokens_from`), which is exact only for servers that send one token per chunk. A usage count no stream
-can have is not believed either (the chunks are counted): fewer tokens than chunks of text (each carries one at
-least) or more than were asked for, unless the stream carried more chunks than that (a server that ignores
-max_tokens). A server's `completion_tokens: 0` stored a run of 0 tok/s, 2**31 one of 1.9e10 decode tok/s per stream.
+can have is not believed either (the chunks are counted): none for a stream that carried text, or more than were
+asked for, unless the stream carried more chunks than that (a server that ignores max_tokens). A server's
+`completion_tokens: 0` stored a run of 0 tok/s, 2**31 one of 1.9e10 decode tok/s per stream.
 
 Limits of one request, scaled with the tokens it asks for (`limits`; bench/http.py enforces them, and a request
 past one fails with that reason, which ends the run as any failed request does: exit 4, one line):
@@ -158,8 +158,10 @@ def _count(value: object) -> bool:
 
 
 def _possible(count: int, chunks: int, asked: int | None) -> bool:
-    """Whether a stream of `chunks` chunks of text, asked for `asked` tokens, can have produced `count` tokens."""
-    return chunks <= count <= max(asked if asked is not None else count, chunks)
+    """Whether a stream of `chunks` chunks of text, asked for `asked` tokens, can have produced `count` tokens: at least
+    one, and no more than asked (or than it streamed chunks, for a server that ignores max_tokens). A count below the
+    chunks is believed: a stream that repeats its chunks carries more of them than tokens, and which lies is not known."""
+    return 1 <= count <= max(asked if asked is not None else count, chunks)
 
 
 def _account(sample: Sample, api: str, events: list[tuple[float, bytes]], t0: float, asked: int | None = None) -> Sample:
