@@ -77,10 +77,12 @@ class Sample:
 
     @property
     def tpot(self) -> float | None:
-        """Time per output token after the first: (e2e - ttft) / (tokens - 1)."""
+        """Time per output token after the first: from the first chunk of text to the last (ttft + the gaps between
+        them), over tokens - 1. Not to e2e: what a server sends after its last token (usage, `[DONE]`) is not
+        decoding, and `vllm bench serve` ends a request's decode at its last chunk with choices too."""
         if not self.ok or self.ttft is None or self.e2e is None or self.output_tokens < 2:
             return None
-        return (self.e2e - self.ttft) / (self.output_tokens - 1)
+        return sum(self.gaps) / (self.output_tokens - 1)
 
     @property
     def decode_tps(self) -> float | None:

@@ -123,3 +123,15 @@ def test_a_server_that_streams_past_the_tokens_asked_is_counted_by_its_chunks_or
     a usage count up to those chunks is believed."""
     assert _streamed(8, *[TEXT] * 12, DONE, _usage(12)).output_tokens == 12
     assert _streamed(8, *[TEXT] * 12, DONE, _usage(13)).tokens_from == "chunks"
+
+
+def test_tpot_ends_at_the_last_token_not_at_what_the_server_sends_after_it():
+    """TPOT was (e2e - ttft) / (tokens - 1), e2e the stream's last byte: a server that sends its usage chunk or
+    `[DONE]` late had that wait counted as decoding (`vllm bench serve` ends a request's decode at its last chunk with
+    choices). Seven chunks of text 0.1 s apart (eight tokens, says usage), then usage 2 s later: TPOT 0.086 s, not
+    0.386 s; e2e stays the last byte."""
+    events = [(0.1 * (i + 1), TEXT) for i in range(7)] + [(0.8, DONE), (2.8, b'{"choices": [], "usage": '
+                                                                         b'{"completion_tokens": 8}}')]
+    sample = client._account(Sample(ok=False, e2e=2.8), "chat", events, 0.0, 8)
+    assert sample.ok and sample.output_tokens == 8
+    assert sample.tpot == pytest.approx(0.6 / 7) and sample.e2e == 2.8
