@@ -131,3 +131,19 @@ def test_a_servers_nan_is_garbage_and_never_printed(tmp_path):
     assert checked["answers"][0]["logprobs"] == [None, None]  # type: ignore[index]
     assert marked["verdict"] == c.Verdict.UNCHECKED and not (tmp_path / "r.json").exists()
     json.dumps(marked, allow_nan=False)
+
+
+@pytest.mark.parametrize("echo", [" {p}", "{P}", "\uff2f{rest}", "{p} "])  # \uff2f: the fullwidth O (NFKC: O)
+def test_an_echo_that_is_not_the_prompt_verbatim_does_not_hide_an_empty_answer(echo):
+    """The echoed prompt was taken off only when the answer began with it verbatim: a server that echoed it with a
+    space more, in other case or another normal form and generated nothing (`completion_tokens: 0`) had the echo
+    read as its answer, and the empty-answer detector never fired. The server's own count of generated tokens says
+    the answer is empty."""
+    prompt = c.PROBES[3]
+    assert prompt.startswith("O")
+    text = echo.format(p=prompt, P=prompt.upper(), rest=prompt[1:])
+    doc = {"choices": [{"text": text, "logprobs": {"tokens": ["token_id:1", "token_id:2"], "token_logprobs": [None, -1.0]}}],
+           "usage": {"completion_tokens": 0}}
+    with serve(Style(completion=doc)) as (url, _):
+        answer = c.ask(url, "tiny", prompt, True)
+    assert not answer.text.strip() and c.garbage(answer) == "empty answer", answer
