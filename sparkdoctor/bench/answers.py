@@ -75,14 +75,16 @@ def read(doc: Mapping[str, object], prompt: str, vllm: bool) -> Answer:
     lp = _shaped(choice.get("logprobs"), dict, "choices[0].logprobs") or {}
     usage = _shaped(doc.get("usage"), dict, "usage") or {}
     answer = Answer(prompt, text)
+    generated = usage.get("completion_tokens")
     if vllm and text.startswith(prompt):  # echo was asked for: the answer is what follows the prompt, with usage or not
         answer.text = text[len(prompt):]
+    elif vllm and generated == 0 and not isinstance(generated, bool):  # the server generated nothing: all it sent
+        answer.text = ""  # back is the echo, not verbatim (a space more, other case or normal form): not an answer
     tokens = _shaped(lp.get("tokens"), list, "choices[0].logprobs.tokens")
     if not (vllm and tokens):
         return answer
     ids = _ids(tokens)
     values = floats(_shaped(lp.get("token_logprobs"), list, "choices[0].logprobs.token_logprobs") or [])
-    generated = usage.get("completion_tokens")
     if ids is None or not isinstance(generated, int) or isinstance(generated, bool):
         return answer
     if 0 < generated <= len(ids) == len(values):

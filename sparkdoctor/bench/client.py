@@ -7,7 +7,10 @@ The first token is the first chunk that carries text: `content` OR `reasoning_co
 (chat), `text` (completions). A harness that waits for `content` alone reports the whole thinking
 phase of a reasoning model as its time to first token. Role-only chunks are not tokens.
 Token counts come from `usage` when the server sends it; otherwise the count of chunks with text
-(said so in `tokens_from`), which is exact only for servers that send one token per chunk.
+(said so in `tokens_from`), which is exact only for servers that send one token per chunk. A usage count no stream
+can have is not believed either (the chunks are counted): none for a stream that carried text, or more than were
+asked for, unless the stream carried more chunks than that (a server that ignores max_tokens). A server's
+`completion_tokens: 0` stored a run of 0 tok/s, 2**31 one of 1.9e10 decode tok/s per stream.
 
 Limits of one request, scaled with the tokens it asks for (`limits`; bench/http.py enforces them, and a request
 past one fails with that reason, which ends the run as any failed request does: exit 4, one line):
@@ -45,12 +48,14 @@ class Limits:
     seconds: float
     bytes: int
     events: int
+    tokens: int  # the output tokens asked for
 
 
 def limits(max_tokens: int, timeout: float) -> Limits:
     """The limits of a request that asks for `max_tokens` and waits `timeout` for its first byte (module docstring)."""
     return Limits(timeout + STREAM_BASE_S + STREAM_PER_TOKEN_S * max_tokens,
-                  STREAM_BASE_BYTES + STREAM_BYTES_PER_TOKEN * max_tokens, EVENTS_BASE + EVENTS_PER_TOKEN * max_tokens)
+                  STREAM_BASE_BYTES + STREAM_BYTES_PER_TOKEN * max_tokens, EVENTS_BASE + EVENTS_PER_TOKEN * max_tokens,
+                  max_tokens)
 
 
 @dataclass
@@ -72,10 +77,12 @@ class Sample:
 
     @property
     def tpot(self) -> float | None:
-        """Time per output token after the first: (e2e - ttft) / (tokens - 1)."""
+        """Time per output token after the first: from the first chunk of text to the last (ttft + the gaps between
+        them), over tokens - 1. Not to e2e: what a server sends after its last token (usage, `[DONE]`) is not
+        decoding, and `vllm bench serve` ends a request's decode at its last chunk with choices too."""
         if not self.ok or self.ttft is None or self.e2e is None or self.output_tokens < 2:
             return None
-        return (self.e2e - self.ttft) / (self.output_tokens - 1)
+        return sum(self.gaps) / (self.output_tokens - 1)
 
     @property
     def decode_tps(self) -> float | None:
@@ -139,7 +146,7 @@ async def stream_one(base_url: str, api: str, payload: Mapping[str, object], tim
         sample.error = str(exc)
         return sample
     sample.e2e = end - t0
-    return _account(sample, api, events, t0)
+    return _account(sample, api, events, t0, bound.tokens)
 
 
 def _is_done(line: bytes) -> bool:
@@ -152,8 +159,15 @@ def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
 
 
-def _account(sample: Sample, api: str, events: list[tuple[float, bytes]], t0: float) -> Sample:
-    """Fill a sample from the stamped events of its stream."""
+def _possible(count: int, chunks: int, asked: int | None) -> bool:
+    """Whether a stream of `chunks` chunks of text, asked for `asked` tokens, can have produced `count` tokens: at least
+    one, and no more than asked (or than it streamed chunks, for a server that ignores max_tokens). A count below the
+    chunks is believed: a stream that repeats its chunks carries more of them than tokens, and which lies is not known."""
+    return 1 <= count <= max(asked if asked is not None else count, chunks)
+
+
+def _account(sample: Sample, api: str, events: list[tuple[float, bytes]], t0: float, asked: int | None = None) -> Sample:
+    """Fill a sample from the stamped events of its stream (`asked`: the output tokens asked for, None: not known)."""
     usage: dict[str, Any] | None = None
     last_text_at: float | None = None
     for at, data in events:
@@ -185,9 +199,11 @@ def _account(sample: Sample, api: str, events: list[tuple[float, bytes]], t0: fl
                 sample.gaps.append(at - last_text_at)
             last_text_at = at
             sample.chunks += 1
-    if usage and _count(usage.get("completion_tokens")):
-        sample.output_tokens, sample.tokens_from = usage["completion_tokens"], "usage"
-        sample.prompt_tokens = usage["prompt_tokens"] if _count(usage.get("prompt_tokens")) else None
+    usage = usage or {}
+    count, prompt_tokens = usage.get("completion_tokens"), usage.get("prompt_tokens")
+    if isinstance(count, int) and _count(count) and _possible(count, sample.chunks, asked):
+        sample.output_tokens, sample.tokens_from = count, "usage"
+        sample.prompt_tokens = prompt_tokens if _count(prompt_tokens) else None
     else:
         sample.output_tokens, sample.tokens_from = sample.chunks, "chunks"
     if sample.ttft is None:

@@ -129,16 +129,36 @@ def ask(base_url: str, model: str, prompt: str, vllm: bool, timeout: float = TIM
 
 
 def score(base_url: str, model: str, prompt_ids: list[int], ids: list[int], timeout: float = TIMEOUT) -> list[float] | None:
-    """Teacher forcing: the server's log-probability of each of `ids` after `prompt_ids` (None: not offered)."""
+    """Teacher forcing: the server's log-probability of each of `ids` after `prompt_ids`. None: the server answers
+    without log-probabilities (it offers none). A request that fails raises HttpError, an answer that cannot be read
+    ValueError: neither says the server offers none (both read `unscored`, "no log-probabilities", before)."""
     payload = {"model": model, "prompt": prompt_ids + ids, "max_tokens": 1, "temperature": 0, "seed": SEED,
                "logprobs": 1, "echo": True, "return_tokens_as_token_ids": True, "stream": False}
+    doc = _post(base_url, payload, timeout)
     try:
-        doc = _post(base_url, payload, timeout)
-        values = floats(doc["choices"][0]["logprobs"]["token_logprobs"])
-    except (HttpError, ValueError, KeyError, IndexError, TypeError):
-        return None
+        choices = doc.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        if not isinstance(choice, dict):
+            raise ValueError("no choices[0] object")
+        logprobs = choice.get("logprobs")
+        if logprobs is None:
+            return None
+        values = floats(logprobs["token_logprobs"])
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise ValueError(f"the answer could not be read: {type(exc).__name__}: {str(exc)[:200]}") from None
     want = len(prompt_ids) + len(ids)
-    return values[len(prompt_ids):want] if len(values) >= want else None
+    if len(values) < want:
+        raise ValueError(f"the answer could not be read: {len(values)} log-probabilities for {want} tokens")
+    return values[len(prompt_ids):want]
+
+
+def _score_into(answer: Answer, base_url: str, model: str, ref: Answer) -> Answer:
+    """`answer` with the server's scores of the reference's tokens, or the reason scoring them failed."""
+    assert ref.prompt_ids is not None and ref.ids
+    try:
+        return replace(answer, scored=score(base_url, model, ref.prompt_ids, ref.ids))
+    except (HttpError, ValueError) as exc:
+        return replace(answer, scoring_error=f"scoring the reference's tokens: {str(exc)[:300]}")
 
 
 def probe(base_url: str, model: str, vllm: bool, reference: list[Answer] | None) -> list[Answer]:
@@ -152,12 +172,14 @@ def probe(base_url: str, model: str, vllm: bool, reference: list[Answer] | None)
             answers.append(ask(base_url, model, prompt, vllm))
     if any(a.error for a in answers):
         return answers
-    if vllm and reference:
+    if vllm and reference:  # after a failed scoring request the others are not sent either
         by_prompt = {r.prompt: r for r in reference}
-        for answer in answers:
+        for i, answer in enumerate(answers):
             ref = by_prompt.get(answer.prompt)
-            if ref and ref.prompt_ids is not None and ref.ids:
-                answer.scored = score(base_url, model, ref.prompt_ids, ref.ids)
+            if any(a.scoring_error for a in answers[:i]):
+                answers[i] = replace(answer, scoring_error="not scored: an earlier scoring request failed")
+            elif ref and ref.prompt_ids is not None and ref.ids:
+                answers[i] = _score_into(answer, base_url, model, ref)
     return answers
 
 
@@ -222,8 +244,11 @@ def judge(answers: list[Answer], reference: list[Answer] | None, tolerance: floa
                     why.append(f"{answer.prompt!r}: the reference's tokens score {dist:.3f} nats/token away "
                                f"(tolerance {tolerance})" if math.isfinite(dist) else f"{answer.prompt!r}: NaN/inf scores")
         rows.append(row)
-    if why:
-        return Judgement(Verdict.WRONG, why, rows, tolerance)
+    unscored = [f"{a.prompt!r}: {a.scoring_error}" for a in answers if a.scoring_error]
+    if why:  # what the scores did see stands, whatever failed after it
+        return Judgement(Verdict.WRONG, why + unscored, rows, tolerance)
+    if unscored:  # a server that does not answer the scoring is not judged, as one that does not answer the probes
+        return Judgement(Verdict.UNCHECKED, unscored, rows, tolerance)
     if not scored_any:
         return Judgement(Verdict.UNSCORED, ["the server gives no log-probabilities: only the garbage detectors ran"],
                          rows, tolerance)
@@ -307,7 +332,7 @@ def against(base_url: str, model: str, answers: list[Answer], theirs: list[Answe
         if answer.prompt_ids is not None and answer.prompt_ids != ref.prompt_ids:
             skipped.append(ref.prompt)
             continue
-        scored.append(replace(answer, scored=score(base_url, model, ref.prompt_ids, ref.ids)))
+        scored.append(_score_into(answer, base_url, model, ref))
     if not scored:
         judged = Judgement(Verdict.UNSCORED, ["arm A's answers carry no token ids to score (not vLLM, or its probes "
                                               "failed), or the arms tokenize every prompt differently"])

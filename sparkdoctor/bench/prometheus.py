@@ -3,11 +3,14 @@
 On the CPU build of vLLM the stream reaches the client in bursts (30+ chunks in one millisecond), so
 the client cannot time single tokens there; the server's histograms (time to first token, inter-token
 latency) are taken where each token is produced and stay true. The difference of two scrapes covers
-exactly the requests in between (the bench sends nothing else).
+exactly the requests in between (the bench sends nothing else). A value that is not a finite number (`+Inf`, `NaN`:
+valid exposition text) is not read, and a counter or histogram that went down between the scrapes (the server
+restarted) says nothing of the window: neither is reported.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 from sparkdoctor.bench.http import HttpError, get
@@ -42,6 +45,8 @@ def parse(text: str) -> Scrape:
         try:
             value = float(m.group(3))
         except ValueError:
+            continue
+        if not math.isfinite(value):  # +Inf or NaN: no count or duration a window can be taken from
             continue
         labels = tuple(sorted(_LABEL.findall(m.group(2) or "")))
         out.setdefault(m.group(1), {})[labels] = value
@@ -99,13 +104,13 @@ def window(before: Scrape | None, after: Scrape | None) -> dict[str, object] | N
             continue
         count = _total(after, name + "_count") - _total(before, name + "_count")
         total = _total(after, name + "_sum") - _total(before, name + "_sum")
-        if count <= 0:
+        if count <= 0 or total < 0:
             continue
         out[key] = {"mean": total / count, "median": _median_from_buckets(_buckets(before, name), _buckets(after, name)),
                     "count": int(count), "series": name}
     for key, name in COUNTERS.items():
-        if name in after:
-            out[key] = int(_total(after, name) - _total(before, name))
+        if name in after and (delta := _total(after, name) - _total(before, name)) >= 0:
+            out[key] = int(delta)
     itl = out.get("itl_s")
     if isinstance(itl, dict) and itl["mean"] > 0:
         out["decode_tps_per_stream"] = 1.0 / itl["mean"]

@@ -39,6 +39,7 @@ class Answer:
     scored: list[float] | None = None     # teacher-forced log-probabilities of the REFERENCE's ids
     error: str | None = None
     margins: list[float] | None = None    # each greedy token's log-probability over the runner-up's (vLLM)
+    scoring_error: str | None = None      # why scoring the reference's tokens failed (the answer itself came)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> Answer:
@@ -47,7 +48,7 @@ class Answer:
         for key, value in fields.items():
             if value is None:
                 continue
-            if key in ("text", "error"):
+            if key in ("text", "error", "scoring_error"):
                 ok = isinstance(value, str)
             else:  # token ids are whole numbers; log-probabilities and margins are numbers
                 kinds = (int,) if key in ("prompt_ids", "ids") else (int, float)
@@ -56,7 +57,7 @@ class Answer:
                 if ok and not all(math.isfinite(v) for v in value):  # NaN would reach `--format json` as NaN
                     raise ValueError(f"answer {key} holds NaN or an infinite number")
             if not ok:
-                raise ValueError(f"answer {key} is not " + ("text" if key in ("text", "error") else
+                raise ValueError(f"answer {key} is not " + ("text" if key in ("text", "error", "scoring_error") else
                                                             f"a list of at most {MAX_TOKENS:,} numbers"))
         if not isinstance(data.get("prompt", ""), str):
             raise ValueError("answer prompt is not text")

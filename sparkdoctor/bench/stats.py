@@ -96,7 +96,7 @@ def min_detectable_effect(pairs: int, cv: float | None, calibrated_df: int | Non
 
 @dataclass(frozen=True)
 class Estimate:
-    """A median and its bootstrap 95% CI over n values (CI = the median itself when n < 3)."""
+    """A median and its bootstrap 95% CI over n values (when n < 3: the lowest and highest value, no interval)."""
 
     median: float
     low: float

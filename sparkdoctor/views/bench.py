@@ -119,7 +119,8 @@ def _answers_line(console: Console, checked: dict[str, Any] | None) -> None:
         console.print("answers: not checked (--no-correctness)")
         return
     verdict = checked.get("verdict")
-    worst = max((r.get("mean_abs_dlogprob") or 0.0 for r in checked.get("per_prompt") or []), default=None)
+    scored = [r["mean_abs_dlogprob"] for r in checked.get("per_prompt") or [] if r.get("mean_abs_dlogprob") is not None]
+    worst = max(scored, default=None)  # none scored: no difference was measured, not a difference of 0
     how = f"; largest mean |Δ logprob| {worst:.3f} (tolerance {checked.get('tolerance')})" if worst is not None else ""
     console.print(f"[bold]answers[/bold]: [{ANSWER_STYLE.get(str(verdict), 'white')}]{_e(verdict)}[/]{escape(how)}"
                   f"  (reference {_e(checked.get('reference'))}, {_e(checked.get('seconds'))} s, after the timed window)")
@@ -350,7 +351,23 @@ def _sarif(result: Result[BenchDocument], sink: Sink) -> str:
         findings = list(doc.findings)
         category = f"bench/{doc.a}-vs-{doc.b}"
         props = {"a": doc.a, "b": doc.b, "comparison_id": doc.comparison_id, "verdict": doc.verdict}
+    findings += _wrong_answers(result, run)
     return render_findings_sarif(findings, category=category, properties=props, exit_code=result.exit_code) + "\n"
+
+
+def _wrong_answers(result: Result[BenchDocument], run: object) -> list[dict[str, Any]]:
+    """The correctness gate's failure (exit 1) as a finding: without it the SARIF log of a run judged wrong had no
+    result, a clean analysis to code scanning. None under --allow-wrong, as the exit code says."""
+    wrong = [e for e in result.errors if e.get("code") == "wrong-answers"]
+    checked = run.result.correctness if isinstance(run, RunDocument) else None
+    reasons = (checked or {}).get("why")
+    why = [str(w) for w in reasons] if isinstance(reasons, list) else []
+    if isinstance(run, ComparisonDocument):
+        why = [f"arm {arm}: {verdict}" for arm, verdict in run.correctness.items() if arm in ("A", "B")]
+    return [{"kind": "correctness", "id": "wrong-answers", "severity": "error", "title": str(e.get("message")),
+             "evidence": why[:8], "remedy": "the answers differ from the reference's (docs/correctness.md): find the "
+                                            "change that broke them; --allow-wrong exits 0 for the numbers alone"}
+            for e in wrong]
 
 
 VIEW = View(BenchDocument, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json(),

@@ -86,29 +86,51 @@ def tokenize(prompt: str) -> list[int]:
     return [100 + (ord(ch) % 50) for ch in prompt][:8]
 
 
+def _fails(state: dict) -> str | None:
+    """How the fixture fails this scoring request (state["scoring"]: ok, 500, drop, short, none, or "after1": the
+    first one answered, the others dropped)."""
+    state["scored"] += 1
+    how = state["scoring"]
+    if how == "after1":
+        how = "drop" if state["scored"] > 1 else "ok"
+    return how if how in ("500", "drop") else None
+
+
 @pytest.fixture
 def server() -> Iterator[tuple[str, dict]]:
-    state = {"damage": 0.0, "calls": [], "margin": None}
+    state = {"damage": 0.0, "calls": [], "margin": None, "scoring": "ok", "scored": 0}
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
             pass
 
+        def _fail(self, how: str) -> None:
+            if how == "500":
+                self.send_error(500, "scoring crashed")
+            elif how == "drop":
+                self.close_connection = True
+                self.connection.shutdown(2)
+
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             state["calls"].append(body)
             prompt = body["prompt"]
+            if isinstance(prompt, list) and (how := _fails(state)):  # a scoring request: the reference's tokens
+                return self._fail(how)
             prompt_ids = prompt if isinstance(prompt, list) else tokenize(prompt)
             new = [(sum(prompt_ids) + k) % 40 + 3 for k in range(body["max_tokens"])]
             all_ids = prompt_ids + new
             lps = fake_model(all_ids, state["damage"])
             lps[0] = None
+            if isinstance(prompt, list) and state["scoring"] == "short":
+                lps = lps[:3]
             logprobs = {"tokens": [f"token_id:{t}" for t in all_ids], "token_logprobs": lps}
             if state["margin"] is not None and body.get("logprobs", 0) >= 2:  # vLLM's top_logprobs: chosen + runner-up
                 logprobs["top_logprobs"] = [None] + [{f"token_id:{t}": lp, f"token_id:{t + 1000}": lp - state["margin"]}
                                                      for t, lp in zip(all_ids[1:], lps[1:], strict=True)]
             doc = {"choices": [{"text": (prompt if body.get("echo") and isinstance(prompt, str) else "")
-                                + " ".join(f"w{t}" for t in new), "logprobs": logprobs}],
+                                + " ".join(f"w{t}" for t in new),
+                                "logprobs": None if isinstance(prompt, list) and state["scoring"] == "none" else logprobs}],
                    "usage": {"completion_tokens": len(new)}}
             data = json.dumps(doc).encode()
             self.send_response(200)
@@ -275,3 +297,61 @@ def test_a_hostile_reference_file_is_one_reason_not_a_crash_or_a_verdict(tmp_pat
     assert loaded is None and "unreadable reference (RecursionError)" in (problem or "")
     path.write_text(json.dumps({"reference_version": 1, "answers": [good]}))  # the right shape still loads
     assert references.load(path) == ([references.Answer.from_dict(good)], None)
+
+
+@pytest.mark.parametrize("scoring, words", [
+    ("500", "answered HTTP 500"),
+    ("drop", "scoring the reference's tokens:"),
+    ("short", "scoring the reference's tokens: the answer could not be read: 3 log-probabilities for"),
+    ("after1", "'1, 2, 3, 4, 5,': scoring the reference's tokens:"),
+])
+def test_a_scoring_request_that_fails_leaves_the_run_unchecked_with_its_reason(server, scoring, words):
+    """A server whose probe answers carry log-probabilities but whose scoring requests failed (an error status, a
+    dropped connection, too few log-probabilities) was `unscored`, "the server gives no log-probabilities", whatever
+    its answers; with one prompt scored before the others failed, `correct` on that prompt alone. A failed scoring
+    request is that probe's failure, as a failed probe request is: `unchecked`, its reason named."""
+    url, state = server
+    reference = c.probe(url, "m", True, None)
+    state["scoring"] = scoring
+    got = c.judge(c.probe(url, "m", True, reference), reference)
+    assert got.verdict == Verdict.UNCHECKED and words in " ".join(got.why), got
+    scoring_calls = sum(isinstance(call["prompt"], list) for call in state["calls"])
+    assert scoring_calls == (2 if scoring == "after1" else 1)  # after a failed scoring request no other is sent
+
+
+def test_a_difference_the_scores_saw_stays_wrong_when_later_scoring_fails(server):
+    url, state = server
+    reference = c.probe(url, "m", True, None)
+    state["damage"], state["scoring"] = 3.0, "after1"
+    got = c.judge(c.probe(url, "m", True, reference), reference)
+    assert got.verdict == Verdict.WRONG and "3.000 nats/token away" in got.why[0], got
+    assert "not scored: an earlier scoring request failed" in got.why[-1]
+
+
+def test_a_server_that_offers_no_log_probabilities_when_scoring_is_still_unscored(server):
+    url, state = server
+    reference = c.probe(url, "m", True, None)
+    state["scoring"] = "none"
+    got = c.judge(c.probe(url, "m", True, reference), reference)
+    assert got.verdict == Verdict.UNSCORED, got
+
+
+@pytest.mark.parametrize("scoring, shown", [("drop", None), ("ok", "largest mean |Δ logprob| 0.000")])
+def test_the_answers_line_gives_a_largest_difference_only_when_a_prompt_was_scored(server, tmp_path, scoring, shown):
+    """The console's answers line printed "largest mean |Δ logprob| 0.000" for a run none of whose prompts was scored:
+    a difference of zero that was never measured."""
+    import io
+
+    from rich.console import Console
+
+    from sparkdoctor.views.bench import _answers_line
+
+    url, state = server
+    ref = tmp_path / "ref.json"
+    c.step(url, "m", True, {}, c.Options(mark_reference=True, reference_file=str(ref)))
+    state["scoring"] = scoring
+    checked = c.step(url, "m", True, {}, c.Options(reference_file=str(ref)))
+    console = Console(file=io.StringIO(), width=200)
+    _answers_line(console, checked)
+    line = console.file.getvalue().splitlines()[0]
+    assert (shown in line) if shown else ("largest" not in line and "unchecked" in line), line

@@ -5,6 +5,7 @@ answer through, or printed NaN under `--format json`."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 
@@ -131,3 +132,60 @@ def test_a_servers_nan_is_garbage_and_never_printed(tmp_path):
     assert checked["answers"][0]["logprobs"] == [None, None]  # type: ignore[index]
     assert marked["verdict"] == c.Verdict.UNCHECKED and not (tmp_path / "r.json").exists()
     json.dumps(marked, allow_nan=False)
+
+
+@pytest.mark.parametrize("echo", [" {p}", "{P}", "\uff2f{rest}", "{p} "])  # \uff2f: the fullwidth O (NFKC: O)
+def test_an_echo_that_is_not_the_prompt_verbatim_does_not_hide_an_empty_answer(echo):
+    """The echoed prompt was taken off only when the answer began with it verbatim: a server that echoed it with a
+    space more, in other case or another normal form and generated nothing (`completion_tokens: 0`) had the echo
+    read as its answer, and the empty-answer detector never fired. The server's own count of generated tokens says
+    the answer is empty."""
+    prompt = c.PROBES[3]
+    assert prompt.startswith("O")
+    text = echo.format(p=prompt, P=prompt.upper(), rest=prompt[1:])
+    doc = {"choices": [{"text": text, "logprobs": {"tokens": ["token_id:1", "token_id:2"], "token_logprobs": [None, -1.0]}}],
+           "usage": {"completion_tokens": 0}}
+    with serve(Style(completion=doc)) as (url, _):
+        answer = c.ask(url, "tiny", prompt, True)
+    assert not answer.text.strip() and c.garbage(answer) == "empty answer", answer
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_sarif_of_a_run_whose_answers_are_wrong_says_so(tmp_path, allow):
+    """`bench --format sarif` of a run judged wrong exited 1 with a log of no results: a CI that uploads it to code
+    scanning saw a clean analysis of a server that answers wrong. The log has a `wrong-answers` result (an error), with
+    the judgement's reasons; with --allow-wrong (exit 0) none, as the exit code says."""
+    from tests.test_sarif import valid
+
+    reference = tmp_path / "reference.json"
+    references.save(reference, [c.Answer(p, "a plain answer in words") for p in c.PROBES], {"model": "tiny"})
+    with serve(Style(answer="")) as (url, _):  # every probe answered with nothing: garbage the reference lacks
+        code, out, _ = invoke("bench", "--url", url, *QUICK, "--no-store", "--reference-file", reference,
+                              "--format", "sarif", *(["--allow-wrong"] if allow else []), env=_env(tmp_path))
+    log = valid(out)
+    results = log["runs"][0]["results"]
+    assert code == (0 if allow else 1) == log["runs"][0]["invocations"][0]["exitCode"]
+    if allow:
+        assert results == []
+        return
+    [result] = results
+    assert (result["ruleId"], result["level"]) == ("wrong-answers", "error"), result
+    assert "the answers are wrong" in result["message"]["text"] and "empty answer" in result["message"]["text"]
+
+
+def test_sarif_of_an_ab_with_a_wrong_arm_names_the_arms():
+    """The same for an A/B: the comparison's `wrong-answers` error is a result, each arm's verdict its evidence."""
+    from sparkdoctor.bench.document import ComparisonDocument
+    from sparkdoctor.errors import WrongAnswers
+    from sparkdoctor.result import Result
+    from sparkdoctor.sink import Sink
+    from sparkdoctor.views.bench import _sarif
+    from tests.test_sarif import valid
+
+    doc = ComparisonDocument(None, "a", "b", ["A", "B"], [1, 2], "output_tps", 0.02, [], "no difference", {},
+                             {"A": "correct", "B": "wrong", "wrong": ["B"]}, {}, None)
+    result = Result("bench", "bench", doc).fail(WrongAnswers("arm B gave wrong answers (measured and stored; "
+                                                             "--allow-wrong to exit 0)"))
+    log = valid(_sarif(result, Sink(io.StringIO())))
+    [found] = log["runs"][0]["results"]
+    assert found["ruleId"] == "wrong-answers" and "arm B: wrong" in found["message"]["text"], found

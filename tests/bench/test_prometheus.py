@@ -34,3 +34,29 @@ def test_window_is_the_requests_between_the_scrapes(scrapes):
 def test_no_scrape_no_window(scrapes):
     assert prometheus.window(None, scrapes[1]) is None
     assert prometheus.window(scrapes[0], scrapes[0]).get("itl_s") is None
+
+
+@pytest.mark.parametrize("after", [
+    "vllm:generation_tokens_total +Inf\n",
+    "vllm:generation_tokens_total NaN\n",
+    "vllm:inter_token_latency_seconds_count inf\nvllm:inter_token_latency_seconds_sum 1\n",
+    "vllm:inter_token_latency_seconds_count NaN\nvllm:inter_token_latency_seconds_sum 1\n",
+    "vllm:inter_token_latency_seconds_count 10\nvllm:inter_token_latency_seconds_sum -Inf\n",
+])
+def test_a_counter_that_is_not_a_finite_number_is_not_read(after):
+    """`+Inf` or `NaN` as a counter's value (both are valid exposition text) ended `bench` with an internal error after
+    its measurement (OverflowError / ValueError turning the delta into an int): such a series is not read."""
+    before = prometheus.parse("vllm:generation_tokens_total 1\nvllm:inter_token_latency_seconds_count 1\n"
+                              "vllm:inter_token_latency_seconds_sum 0.5\n")
+    got = prometheus.window(before, prometheus.parse(after)) or {}
+    assert "generation_tokens" not in got and "itl_s" not in got and "decode_tps_per_stream" not in got, got
+
+
+def test_a_counter_that_went_down_gives_no_delta():
+    """A counter below its value before (the server restarted between the scrapes) gave a negative token count and a
+    negative mean inter-token latency: what it says of the window is not known, so it is not read."""
+    before = prometheus.parse("vllm:generation_tokens_total 500\nvllm:inter_token_latency_seconds_count 100\n"
+                              "vllm:inter_token_latency_seconds_sum 5\n")
+    after = prometheus.parse("vllm:generation_tokens_total 20\nvllm:inter_token_latency_seconds_count 120\n"
+                             "vllm:inter_token_latency_seconds_sum 1\n")
+    assert prometheus.window(before, after) is None

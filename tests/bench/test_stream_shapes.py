@@ -15,7 +15,14 @@ from sparkdoctor.bench import client, correctness
 from sparkdoctor.bench.client import Sample
 from sparkdoctor.bench.server import detect
 from sparkdoctor.exitcodes import EXIT_BENCH_FAILED
-from tests.bench.test_hostile_server import HEAD, bench, hostile, models_then, plain
+from tests.bench.test_hostile_server import (
+    HEAD,
+    bench,
+    hostile,
+    models_then,
+    one,
+    plain,
+)
 
 TEXT = b'{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}'
 DONE = b'{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}'
@@ -77,3 +84,54 @@ def test_a_correctness_answer_nested_too_deep_is_a_failed_probe_not_an_internal_
     with hostile(answer) as (url, _):
         with pytest.raises(ValueError, match="nested too deep"):
             correctness._post(url, {"model": "m", "prompt": "x"}, 10)
+
+
+
+def _streamed(max_tokens: int, *events: bytes) -> Sample:
+    """One real streamed request for `max_tokens` to a server that sends `events` (then [DONE])."""
+    async def post(method: str, path: str, writer: asyncio.StreamWriter) -> None:
+        writer.write(HEAD + b"".join(b"data: " + e + b"\n\n" for e in events) + b"data: [DONE]\n\n")
+        await writer.drain()
+
+    with hostile(models_then(post)) as (url, _):
+        return one(url, max_tokens)
+
+
+def _usage(count: int) -> bytes:
+    return json.dumps({"choices": [], "usage": {"completion_tokens": count}}).encode()
+
+
+@pytest.mark.parametrize("count", [0, 9, 24, 2**31])
+def test_a_usage_count_no_stream_can_have_is_not_believed(count):
+    """A usage count of none for a stream that carried text, or above the tokens asked, was believed:
+    `completion_tokens: 0` stored a run of 0 output tok/s, 2**31 one of 1.9e10 decode tok/s per stream, exit 0. Such a
+    count is not believed and the chunks are counted, as for a count no server means."""
+    sample = _streamed(8, TEXT, TEXT, DONE, _usage(count))
+    assert sample.ok and (sample.output_tokens, sample.tokens_from) == (2, "chunks"), sample
+
+
+@pytest.mark.parametrize("count", [1, 2, 5, 8])
+def test_a_usage_count_from_one_to_the_tokens_asked_is_believed(count):
+    """Below the chunks too (1): a stream that repeats its chunks carries more of them than tokens, and which of the
+    two is wrong is not known."""
+    sample = _streamed(8, TEXT, TEXT, DONE, _usage(count))
+    assert sample.ok and (sample.output_tokens, sample.tokens_from) == (count, "usage"), sample
+
+
+def test_a_server_that_streams_past_the_tokens_asked_is_counted_by_its_chunks_or_usage():
+    """A server that ignores max_tokens (not vLLM, which is asked for exactly that many) streams more chunks than asked:
+    a usage count up to those chunks is believed."""
+    assert _streamed(8, *[TEXT] * 12, DONE, _usage(12)).output_tokens == 12
+    assert _streamed(8, *[TEXT] * 12, DONE, _usage(13)).tokens_from == "chunks"
+
+
+def test_tpot_ends_at_the_last_token_not_at_what_the_server_sends_after_it():
+    """TPOT was (e2e - ttft) / (tokens - 1), e2e the stream's last byte: a server that sends its usage chunk or
+    `[DONE]` late had that wait counted as decoding (`vllm bench serve` ends a request's decode at its last chunk with
+    choices). Seven chunks of text 0.1 s apart (eight tokens, says usage), then usage 2 s later: TPOT 0.086 s, not
+    0.386 s; e2e stays the last byte."""
+    events = [(0.1 * (i + 1), TEXT) for i in range(7)] + [(0.8, DONE), (2.8, b'{"choices": [], "usage": '
+                                                                         b'{"completion_tokens": 8}}')]
+    sample = client._account(Sample(ok=False, e2e=2.8), "chat", events, 0.0, 8)
+    assert sample.ok and sample.output_tokens == 8
+    assert sample.tpot == pytest.approx(0.6 / 7) and sample.e2e == 2.8
