@@ -574,3 +574,24 @@ def test_an_upgrade_over_a_vllm_built_here_says_it_replaces_that_build(tmp_path,
     assert [(c["from"], c["to"]) for c in doc["changes"]] == [("0.33.1.dev12+g1234abc.cu130", "0.33.0")], res.stderr
     [note] = [n for n in doc["notes"] if n.startswith("vllm 0.33.1.dev12")]
     assert f"an install from {own.as_uri()}" in note and "--allow-replace vllm" in note, note
+
+
+@pytest.mark.parametrize("report", ["[]", '{"install": [1]}', '{"install": [{"metadata": "x"}]}', '{"install": {"a": 1}}', "[" * 100000,
+                                    '{"install": [{"metadata": {"name": "demo", "version": "0.2.0"}, "download_info": {"archive_info": 1}}]}'],
+                         ids=["list", "row-int", "metadata-str", "install-dict", "deep", "archive-info-int"])
+def test_a_report_of_another_shape_is_one_line_never_an_internal_error(report):
+    """The target's pip is the target's: a report that parses as JSON of another shape (a list, rows that are not
+    objects, 100,000 nested brackets) was an internal AttributeError or RecursionError; now one line, exit 2 (or
+    the fields that are there, read)."""
+    from sparkdoctor.proc import ProcResult
+    from sparkdoctor.whatif import resolve
+
+    class Target:
+        run_script = staticmethod(lambda script, args, timeout, env=None: ProcResult(args, 0, report, "", 0.1))
+
+    try:
+        changes = resolve.resolve_upgrade(Target(), "/venv/bin/python", ["demo==0.2.0"], facts_of("0.1.0"))  # type: ignore[arg-type]
+    except ResolveError as exc:
+        assert "\n" not in str(exc) and "pip's --report" in str(exc), exc
+    else:
+        assert [(c.name, c.new, c.url) for c in changes] == [("demo", "0.2.0", None)]

@@ -25,14 +25,25 @@ def _plant(venv: Path, canary: Path) -> None:
     (Path(purelib) / "sitecustomize.py").write_text(f"open({str(canary) + '-sitecustomize'!r}, 'w').close()\n")
 
 
-@pytest.mark.parametrize("own_pip", [True, False])
+@pytest.mark.parametrize("own_pip", [True, False, "uv"])
 def test_whatifs_dry_run_runs_no_startup_code_of_the_target(tmp_path, monkeypatch, own_pip):
+    """"uv": a venv made by `uv venv` (no pip) was resolved by `uv pip install --dry-run --python PY`, and uv asks the
+    interpreter about itself with site (`python -I -c ...`): the .pth line and sitecustomize.py ran. It is now
+    resolved by sparkdoctor's pip without site, as any venv without pip."""
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     for v in ("0.1.0", "0.2.0"):
         build_wheel(wheels, "demo", v, {"demo/__init__.py": b""})
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", *([] if own_pip else ["--without-pip"]), str(venv)], check=True, timeout=300)
+    if own_pip == "uv":
+        from tests.venvs import uv
+
+        subprocess.run([uv(), "venv", "-q", "--python", sys.executable, str(venv)], check=True, timeout=300)
+        monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))  # uv's kept answer about the interpreter: none
+        monkeypatch.setenv("UV_NO_INDEX", "1")
+        monkeypatch.setenv("UV_FIND_LINKS", str(wheels))
+    else:
+        subprocess.run([sys.executable, "-m", "venv", *([] if own_pip else ["--without-pip"]), str(venv)], check=True, timeout=300)
     python = str(venv / "bin" / "python")
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
