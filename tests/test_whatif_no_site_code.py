@@ -54,3 +54,31 @@ def test_whatifs_dry_run_runs_no_startup_code_of_the_target(tmp_path, monkeypatc
     [change] = resolve_upgrade(resolve_python_target(python), python, ["demo==0.2.0"], facts)
     assert change.new == "0.2.0"
     assert not list(tmp_path.glob("CANARY*")), "the target's .pth import line or sitecustomize.py ran"
+
+
+def test_whatif_probes_scratch_venv_runs_no_startup_code_of_the_target(tmp_path, monkeypatch):
+    """`whatif --probe` made its throwaway venv with `uv venv --python TARGET`, and uv asks TARGET about itself with
+    site: the target's .pth line and sitecustomize.py ran. The scratch venv is now made from the target's base
+    interpreter (whose site-packages are not the target's). The CLI end to end, offline: the probe's install fails."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from sparkdoctor.cli import app
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    build_wheel(wheels, "nvidia-cutlass-dsl", "9.9", {"cutlass/__init__.py": b""})
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    for key, value in {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels), "PIP_CONFIG_FILE": "/dev/null", "UV_OFFLINE": "1",
+                       "UV_CACHE_DIR": str(tmp_path / "uv-cache"), "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state")}.items():
+        monkeypatch.setenv(key, value)
+    canary = tmp_path / "CANARY"
+    _plant(venv, canary)
+    res = CliRunner().invoke(app, ["whatif", "nvidia-cutlass-dsl==9.9", "--python", str(venv / "bin" / "python"), "--probe",
+                                   "--no-read", "--no-deps", "--format", "json"])
+    doc = json.loads(res.stdout[res.stdout.index("{"):])
+    assert [c["name"] for c in doc["changes"]] == ["nvidia-cutlass-dsl"], doc
+    assert "could not run" in doc["probe"]["after"]["error"], doc["probe"]
+    assert not list(tmp_path.glob("CANARY*")), "the target's .pth import line or sitecustomize.py ran"

@@ -5,6 +5,7 @@ checked; it returns the WhatIf (sparkdoctor.whatif.judge) the renderers draw."""
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,7 +108,7 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
             result.recipe = _recipe(recipe, target, matrix, today, predicted, changes, reader, notes)
         result.stale = _stale(q.ledger, interpreter, today, predicted, notes)
         if q.probe:
-            result.probe = _probe(today, predicted, changes, interpreter if getattr(target, "shares_files", True) else sys.executable)
+            result.probe = _probe(today, predicted, changes, (getattr(target, "shares_files", True) and base_interpreter(today)) or sys.executable)
     finally:
         if reader is not None:
             reader.close()
@@ -150,6 +151,18 @@ def _mods(recipe: Recipe, target: Target, changes: list[Change], notes: list[str
         return None
     return ModsDelta([f for i, f in after.items() if i not in before], [f for i, f in before.items() if i not in after],
                      [f for i, f in after.items() if i in before])
+
+
+def base_interpreter(facts: Facts) -> str | None:
+    """The interpreter a venv target was made from, of the target's version, for --probe's throwaway venv: uv asks
+    the interpreter it is given about itself with site, so the target's own would run its .pth lines and
+    sitecustomize.py. None (sparkdoctor's own, whose startup code already ran here) when the target is no venv."""
+    t = facts.target or {}
+    major_minor = ".".join(str(t.get("version") or "").split(".")[:2])
+    if not t.get("is_venv") or not t.get("base_prefix") or not major_minor:
+        return None
+    base = Path(str(t["base_prefix"])) / "bin" / f"python{major_minor}"
+    return str(base) if base.is_file() and os.access(base, os.X_OK) else None
 
 
 def _probe(today: Facts, predicted: Facts, changes: list[Change], python: str) -> ProbeComparison:
