@@ -595,3 +595,20 @@ def test_a_report_of_another_shape_is_one_line_never_an_internal_error(report):
         assert "\n" not in str(exc) and "pip's --report" in str(exc), exc
     else:
         assert [(c.name, c.new, c.url) for c in changes] == [("demo", "0.2.0", None)]
+
+
+def test_an_unresolvable_request_of_many_specs_is_one_short_line():
+    """1,500 specs of 900 characters (what a shell passes): the one-line error repeated all of them, 1.37 MB on stderr
+    and in the JSON error. Now the specs are clipped, pip's reason kept."""
+    from sparkdoctor.proc import ProcResult
+    from sparkdoctor.whatif import resolve
+
+    specs = [f"p{i}-{'x' * 900}==1.0" for i in range(1500)]
+    failed = ProcResult([], 1, "", "ERROR: ResolutionImpossible: boom\n", 0.1)
+
+    class Target:
+        run_script = staticmethod(lambda script, args, timeout, env=None: failed)
+
+    with pytest.raises(ResolveError) as err:
+        resolve.resolve_upgrade(Target(), "/venv/bin/python", specs, facts_of("0.1.0"))  # type: ignore[arg-type]
+    assert len(str(err.value)) < 2000 and "boom" in str(err.value) and str(err.value).startswith("p0-"), str(err.value)[:300]

@@ -154,14 +154,15 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
     if result.timed_out or result.start_error or result.signal:
         raise ResolveError(f"pip's dry run did not finish: {result.describe_failure()}")
     if not result.ok:  # run again without --quiet: pip says which requirements conflict only then
+        asked = clip(" ".join(specs), 300)  # 1,500 long specs were 1.4 MB of one line
         loud = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps), RESOLVE_TIMEOUT)
         debug = None
         if _NO_VERSION.search((loud.stderr or "") + "\n" + (loud.stdout or "")):  # was it the index, or a file pip skipped?
             debug = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps, extra=("-vv",)), RESOLVE_TIMEOUT)
         if debug is not None and (unreachable := _unreachable(debug)):
-            raise ResolveError(f"{' '.join(specs)}: the package index cannot be reached from {python} ({unreachable}): "
+            raise ResolveError(f"{asked}: the package index cannot be reached from {python} ({unreachable}): "
                                "nothing is predicted")
-        raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: {conflict(loud)}{_no_wheel(loud, debug)}")
+        raise ResolveError(f"{asked} cannot be resolved in {python}: {conflict(loud)}{_no_wheel(loud, debug)}")
     seen.warnings = conflict_lines(result.stderr)
     try:
         doc = json.loads(result.stdout)
