@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -612,3 +613,29 @@ def test_an_unresolvable_request_of_many_specs_is_one_short_line():
     with pytest.raises(ResolveError) as err:
         resolve.resolve_upgrade(Target(), "/venv/bin/python", specs, facts_of("0.1.0"))  # type: ignore[arg-type]
     assert len(str(err.value)) < 2000 and "boom" in str(err.value) and str(err.value).startswith("p0-"), str(err.value)[:300]
+
+
+def test_a_snapshot_of_another_environment_needs_python(tmp_path):
+    """`whatif SPEC --facts SNAP` without --python resolved in sparkdoctor's own environment and took the snapshot's
+    versions as today: a box with packaging 24.0 asked about packaging==26.4 was "nothing would change" when
+    sparkdoctor's own environment had 26.4. A snapshot of another prefix now needs --python (exit 2, pip never runs);
+    one of the default interpreter's own prefix goes on as before."""
+    import importlib.metadata
+    import json
+    import os
+
+    here = importlib.metadata.version("packaging")
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env.update(PIP_NO_INDEX="1", SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"))
+    for prefix, code in (("/elsewhere", 2), (sys.prefix, 0)):
+        snap = tmp_path / "snap.json"
+        Facts(packages={"packaging": {"name": "packaging", "version": "0.1"}},
+              target={"kind": "python", "python": f"{prefix}/bin/python", "prefix": prefix}).save(snap)
+        res = subprocess.run([sys.executable, "-m", "sparkdoctor", "whatif", f"packaging=={here}", "--facts", str(snap), "--no-read",
+                              "--format", "json"], capture_output=True, text=True, env=env, timeout=600)
+        doc = json.loads(res.stdout)
+        assert res.returncode == code, (prefix, doc)
+        if code == 2:
+            assert "--python" in doc["errors"][0]["message"] and "/elsewhere" in doc["errors"][0]["message"], doc
+        else:
+            assert doc["target"] and Path(doc["target"]).parent.parent.resolve() == Path(sys.prefix).resolve(), doc

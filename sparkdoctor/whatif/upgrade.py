@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sparkdoctor.check import CheckRequest, apply_arch_override, collect
 from sparkdoctor.conclusions.recipe_check import EnvTarget, box_env, vllm_flags
-from sparkdoctor.errors import InputError, TargetUnprobeable
+from sparkdoctor.errors import InputError, TargetUnprobeable, UsageError
 from sparkdoctor.facts import Facts
 from sparkdoctor.ledger import Ledger, default_path
 from sparkdoctor.matrix import load
@@ -83,6 +83,8 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     interpreter = str((target.describe() or {}).get("python") or q.python or sys.executable)
     if q.facts_file is not None:
         today = collect(CheckRequest(facts=Facts.load(q.facts_file), arch=q.arch))
+        if q.python is None:
+            _refuse_other_prefix(q.facts_file, today, interpreter)
     else:
         today = apply_arch_override(collect(CheckRequest(target=target, arch=q.arch, kernels=False)), q.arch)
         if recipe_env:  # the box's own env stays the box's: the recipe's variables judge only its capabilities
@@ -113,6 +115,17 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
         if reader is not None:
             reader.close()
     return result
+
+
+def _refuse_other_prefix(snapshot: Path, today: Facts, interpreter: str) -> None:
+    """pip resolves in a real environment, today's versions come from the snapshot: a snapshot of another prefix than
+    the default interpreter's (sparkdoctor's own, or $VIRTUAL_ENV) gave a prediction of the wrong environment
+    ("nothing would change" where the snapshot's box would change). --python names the one to resolve in."""
+    prefix = str((today.target or {}).get("prefix") or "")
+    here = Path(interpreter).parent.parent
+    if not prefix or Path(prefix).resolve() != here.resolve():
+        raise UsageError(f"--facts {snapshot} is a snapshot of {prefix or 'an environment it does not name'}, and pip would resolve "
+                         f"the upgrade in {here}: give --python, the interpreter of the environment to resolve in")
 
 
 def _recipe(recipe: Recipe, target: Target, matrix: Matrix, today: Facts, predicted: Facts, changes: list[Change], reader: Reader | None,
