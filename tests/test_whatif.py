@@ -389,6 +389,22 @@ def test_a_release_with_only_a_source_distribution_is_never_built(tmp_path, targ
         os.chdir(here)
 
 
+def test_a_constraint_file_that_asks_for_a_build_never_gets_one(tmp_path, target, monkeypatch):
+    """A constraint file's option lines outrank pip's command line: PIP_CONSTRAINT (or pip's config) naming a file with
+    `--no-binary demo` took demo out of `--only-binary :all:`, and pip built the sdist, running its backend. Now pip's
+    dry run starts no process at all (an audit hook in target_pip_dry.py): the build is refused, one line, exit 2."""
+    marker = tmp_path / "code-ran"
+    _sdist_running_code(tmp_path / "wheels", marker)
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("--no-binary demo\n")
+    monkeypatch.setenv("PIP_CONSTRAINT", str(constraints))
+    res = _whatif(target, tmp_path, "demo==0.3.0")
+    assert res.returncode == 2 and not marker.exists(), (res.returncode, res.stderr)
+    assert len(res.stderr.strip().splitlines()) == 1 and "starts no process" in res.stderr, res.stderr
+    res = _whatif(target, tmp_path, "extra-dep==1.0", "-f", "json")  # a wheel is resolved as before
+    assert res.returncode == 0 and '"to": "1.0"' in res.stdout.replace("\n", " ") and not marker.exists(), res.stderr
+
+
 def test_a_version_that_does_not_exist_is_no_such_release_not_a_missing_wheel(tmp_path, target):
     """`whatif six==99.0` said "no release that fits has a wheel ... whatif reads wheels only": no release 99.0
     exists at all. pip lists the same versions for a release that is an sdist only, so its -vv run (the files it

@@ -29,6 +29,7 @@ from sparkdoctor.verify.stacks import conflict
 from sparkdoctor.verify.venvs import own_pip
 
 RESOLVE_TIMEOUT = 600.0
+NO_PROCESS = "sparkdoctor's pip call starts no process"  # what targets/target_pip_dry.py's audit hook says
 
 
 class ResolveError(SparkdoctorError):
@@ -162,6 +163,9 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
         if debug is not None and (unreachable := _unreachable(debug)):
             raise ResolveError(f"{asked}: the package index cannot be reached from {python} ({unreachable}): "
                                "nothing is predicted")
+        if NO_PROCESS in (loud.stderr or "") + (loud.stdout or ""):  # target_pip_dry.py refused what a build starts
+            raise ResolveError(f"{asked} cannot be resolved in {python} without building a source distribution (its code would "
+                               "run; sparkdoctor's pip call starts no process): a constraint file or pip config with --no-binary asks for one")
         raise ResolveError(f"{asked} cannot be resolved in {python}: {conflict(loud)}{_no_wheel(loud, debug)}")
     seen.warnings = conflict_lines(result.stderr)
     try:
