@@ -655,3 +655,18 @@ def test_a_snapshot_of_another_environment_needs_python(tmp_path):
             assert "--python" in doc["errors"][0]["message"] and "/elsewhere" in doc["errors"][0]["message"], doc
         else:
             assert doc["target"] and Path(doc["target"]).parent.parent.resolve() == Path(sys.prefix).resolve(), doc
+
+
+def test_a_ledger_that_cannot_be_read_is_said_before_pip_runs(tmp_path, target, monkeypatch):
+    """`--ledger` naming a folder or a file that is no database was found after pip's dry run (minutes for vLLM) and
+    the new releases' reads; it is opened first now: exit 5, one line, pip never started (PIP_LOG stays unwritten)."""
+    log = tmp_path / "pip.log"
+    monkeypatch.setenv("PIP_LOG", str(log))
+    garbage = tmp_path / "ledger.sqlite"
+    garbage.write_bytes(b"not a database" * 400)
+    for ledger in (garbage, tmp_path):
+        res = _whatif(target, tmp_path, "demo==0.2.0", "--ledger", str(ledger))
+        assert res.returncode == 5 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert not log.exists(), "pip ran before the ledger was opened"
+    res = _whatif(target, tmp_path, "demo==0.2.0")  # no ledger at all: said in a note, as before; pip runs
+    assert res.returncode == 0 and "no ledger at" in " ".join(res.stdout.split()) and log.exists(), res.stderr

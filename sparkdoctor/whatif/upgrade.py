@@ -37,7 +37,6 @@ from sparkdoctor.whatif.judge import (
     ModsDelta,
     ProbeComparison,
     RecipeWhatIf,
-    StaleConclusion,
     WhatIf,
     compare_recipe,
     stale_conclusions,
@@ -94,26 +93,30 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
             raise TargetUnprobeable(f"the target could not be probed: {why or 'its packages could not be read'}")
 
     seen = Resolution()
-    changes = resolve_upgrade(resolver, interpreter, q.specs, today, q.no_deps, seen)  # a ResolveError carries its exit code (2)
     notes: list[str] = []
+    ledger = _ledger(q.ledger, notes)  # before pip's dry run (minutes for vLLM): a ledger that cannot be read says so now
     reader = None
-    if q.read:
-        machine = str((today.host or {}).get("machine") or "aarch64")
-        platform = "linux-x86_64" if machine in ("x86_64", "amd64") else "linux-aarch64"
-        target_py = ".".join(str((today.target or {}).get("version") or "3.12").split(".")[:2])
-        reader = Reader(platform, target_py)  # the wheels the target itself would install
     try:
+        changes = resolve_upgrade(resolver, interpreter, q.specs, today, q.no_deps, seen)  # a ResolveError carries its exit code (2)
+        if q.read:
+            machine = str((today.host or {}).get("machine") or "aarch64")
+            platform = "linux-x86_64" if machine in ("x86_64", "amd64") else "linux-aarch64"
+            target_py = ".".join(str((today.target or {}).get("version") or "3.12").split(".")[:2])
+            reader = Reader(platform, target_py)  # the wheels the target itself would install
         predicted = hypothetical_facts(today, changes, reader, notes, recipe_env)
         result = compare(today, predicted, matrix, q.specs, changes, notes)
         result.target, result.installer, result.pip_warnings = interpreter, seen.installer, seen.warnings
         if recipe is not None:
             result.recipe = _recipe(recipe, target, matrix, today, predicted, changes, reader, notes)
-        result.stale = _stale(q.ledger, interpreter, today, predicted, notes)
+        result.stale = stale_conclusions(ledger, interpreter, today, predicted) if ledger is not None else None
         if q.probe:
-            result.probe = _probe(today, predicted, changes, (getattr(target, "shares_files", True) and base_interpreter(today)) or sys.executable)
+            python = (getattr(target, "shares_files", True) and base_interpreter(today)) or sys.executable
+            result.probe = _probe(today, predicted, changes, python)
     finally:
         if reader is not None:
             reader.close()
+        if ledger is not None:
+            ledger.close()
     return result
 
 
@@ -192,12 +195,13 @@ def _probe(today: Facts, predicted: Facts, changes: list[Change], python: str) -
     return out
 
 
-def _stale(ledger_path: Path | None, python: str, today: Facts, predicted: Facts, notes: list[str]) -> list[StaleConclusion] | None:
-    """Conclusions the upgrade would make stale; None (said) when there is no ledger to read."""
+def _ledger(ledger_path: Path | None, notes: list[str]) -> Ledger | None:
+    """The ledger whose conclusions the upgrade may make stale, opened read-only (a LedgerError says itself, exit 5);
+    None (said) when there is none."""
     path = ledger_path or default_path()
     if not path.exists():
         if ledger_path is not None:
             raise InputError(f"ledger {path}: no such file")
         notes.append(f"no ledger at {path}: no stored conclusion to judge")
         return None
-    return stale_conclusions(Ledger(path, read_only=True), python, today, predicted)  # a LedgerError says itself (exit 5)
+    return Ledger(path, read_only=True)
