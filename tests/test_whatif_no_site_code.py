@@ -82,3 +82,26 @@ def test_whatif_probes_scratch_venv_runs_no_startup_code_of_the_target(tmp_path,
     assert [c["name"] for c in doc["changes"]] == ["nvidia-cutlass-dsl"], doc
     assert "could not run" in doc["probe"]["after"]["error"], doc["probe"]
     assert not list(tmp_path.glob("CANARY*")), "the target's .pth import line or sitecustomize.py ran"
+
+
+def test_a_pip_too_old_for_a_dry_run_is_replaced_by_sparkdoctors(tmp_path, monkeypatch):
+    """A venv whose pip predates `install --dry-run --report` (pip < 22.2: Ubuntu 22.04's venvs have 22.0.2) was
+    "cannot be resolved ...: no such option: --dry-run" (exit 2). It is resolved by sparkdoctor's pip, as a venv without
+    pip is. The old pip stands in here as a `pip` package that answers as pip 22.0 does."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for v in ("0.1.0", "0.2.0"):
+        build_wheel(wheels, "demo", v, {"demo/__init__.py": b""})
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    purelib = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
+    (purelib / "pip").mkdir()
+    (purelib / "pip" / "__init__.py").write_text("__version__ = '22.0.4'\n")
+    (purelib / "pip" / "__main__.py").write_text("import sys\nsys.stderr.write('\\nUsage: pip install [options]\\n\\nno such option: --dry-run\\n')\n"
+                                                 "sys.exit(2)\n")
+    for key, value in {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels), "PIP_CONFIG_FILE": "/dev/null"}.items():
+        monkeypatch.setenv(key, value)
+    python = str(venv / "bin" / "python")
+    facts = Facts(packages={"demo": {"name": "demo", "version": "0.1.0"}})
+    [change] = resolve_upgrade(resolve_python_target(python), python, ["demo==0.2.0"], facts)
+    assert (change.name, change.new) == ("demo", "0.2.0")

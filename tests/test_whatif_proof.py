@@ -73,8 +73,8 @@ def test_cutlass_dsl_450_base_to_452_cu13_prediction_equals_the_real_upgrade(tmp
 
 
 def test_vllm_032_to_033_prediction_equals_the_real_upgrade():
-    """vLLM 0.32.0 -> 0.33.0 on the suite's --no-deps file set (tests/venvs.py, a uv venv): resolved by uv's dry
-    run with --no-deps (the way the set was installed), predicted from the released files, and compared with the same set
+    """vLLM 0.32.0 -> 0.33.0 on the suite's --no-deps file set (tests/venvs.py, a uv venv without pip): resolved by
+    sparkdoctor's pip's dry run with --no-deps (the way the set was installed), predicted from the released files, and compared with the same set
     really upgraded by `uv pip install --no-deps` (vllm033_upgraded, cached like vllm032)."""
     from tests import venvs
 

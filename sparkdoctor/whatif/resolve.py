@@ -148,7 +148,7 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
         return target.run_script(PIP_DRY, argv, timeout)
 
     result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)
-    if not result.ok and "No module named pip" in (result.stderr or "") and local and own_pip() and own_pip_folder():
+    if not result.ok and _NO_DRY_RUN.search(result.stderr or "") and local and own_pip() and own_pip_folder():
         pip = ["--pip-from", str(own_pip_folder())]  # sparkdoctor's pip, run by the target's interpreter without site
         seen.installer = f"{python} -m pip (sparkdoctor's pip, {own_pip_folder()})"
         result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)
@@ -189,6 +189,10 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
         if old != new:
             changes.append(Change(name, old, new, url if isinstance(url, str) else None, sha256 if isinstance(sha256, str) else None))
     return sorted(changes, key=lambda c: c.name)
+
+
+# no pip in the target, or one older than `install --dry-run --report` (pip 22.2): sparkdoctor's pip resolves instead
+_NO_DRY_RUN = re.compile(r"No module named pip|no such option: --(?:dry-run|report)")
 
 
 def _dict(value: object) -> dict[str, object]:
