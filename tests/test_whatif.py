@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -388,6 +389,22 @@ def test_a_release_with_only_a_source_distribution_is_never_built(tmp_path, targ
         os.chdir(here)
 
 
+def test_a_constraint_file_that_asks_for_a_build_never_gets_one(tmp_path, target, monkeypatch):
+    """A constraint file's option lines outrank pip's command line: PIP_CONSTRAINT (or pip's config) naming a file with
+    `--no-binary demo` took demo out of `--only-binary :all:`, and pip built the sdist, running its backend. Now pip's
+    dry run starts no process at all (an audit hook in target_pip_dry.py): the build is refused, one line, exit 2."""
+    marker = tmp_path / "code-ran"
+    _sdist_running_code(tmp_path / "wheels", marker)
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("--no-binary demo\n")
+    monkeypatch.setenv("PIP_CONSTRAINT", str(constraints))
+    res = _whatif(target, tmp_path, "demo==0.3.0")
+    assert res.returncode == 2 and not marker.exists(), (res.returncode, res.stderr)
+    assert len(res.stderr.strip().splitlines()) == 1 and "starts no process" in res.stderr, res.stderr
+    res = _whatif(target, tmp_path, "extra-dep==1.0", "-f", "json")  # a wheel is resolved as before
+    assert res.returncode == 0 and '"to": "1.0"' in res.stdout.replace("\n", " ") and not marker.exists(), res.stderr
+
+
 def test_a_version_that_does_not_exist_is_no_such_release_not_a_missing_wheel(tmp_path, target):
     """`whatif six==99.0` said "no release that fits has a wheel ... whatif reads wheels only": no release 99.0
     exists at all. pip lists the same versions for a release that is an sdist only, so its -vv run (the files it
@@ -574,3 +591,82 @@ def test_an_upgrade_over_a_vllm_built_here_says_it_replaces_that_build(tmp_path,
     assert [(c["from"], c["to"]) for c in doc["changes"]] == [("0.33.1.dev12+g1234abc.cu130", "0.33.0")], res.stderr
     [note] = [n for n in doc["notes"] if n.startswith("vllm 0.33.1.dev12")]
     assert f"an install from {own.as_uri()}" in note and "--allow-replace vllm" in note, note
+
+
+@pytest.mark.parametrize("report", ["[]", '{"install": [1]}', '{"install": [{"metadata": "x"}]}', '{"install": {"a": 1}}', "[" * 100000,
+                                    '{"install": [{"metadata": {"name": "demo", "version": "0.2.0"}, "download_info": {"archive_info": 1}}]}'],
+                         ids=["list", "row-int", "metadata-str", "install-dict", "deep", "archive-info-int"])
+def test_a_report_of_another_shape_is_one_line_never_an_internal_error(report):
+    """The target's pip is the target's: a report that parses as JSON of another shape (a list, rows that are not
+    objects, 100,000 nested brackets) was an internal AttributeError or RecursionError; now one line, exit 2 (or
+    the fields that are there, read)."""
+    from sparkdoctor.proc import ProcResult
+    from sparkdoctor.whatif import resolve
+
+    class Target:
+        run_script = staticmethod(lambda script, args, timeout, env=None: ProcResult(args, 0, report, "", 0.1))
+
+    try:
+        changes = resolve.resolve_upgrade(Target(), "/venv/bin/python", ["demo==0.2.0"], facts_of("0.1.0"))  # type: ignore[arg-type]
+    except ResolveError as exc:
+        assert "\n" not in str(exc) and "pip's --report" in str(exc), exc
+    else:
+        assert [(c.name, c.new, c.url) for c in changes] == [("demo", "0.2.0", None)]
+
+
+def test_an_unresolvable_request_of_many_specs_is_one_short_line():
+    """1,500 specs of 900 characters (what a shell passes): the one-line error repeated all of them, 1.37 MB on stderr
+    and in the JSON error. Now the specs are clipped, pip's reason kept."""
+    from sparkdoctor.proc import ProcResult
+    from sparkdoctor.whatif import resolve
+
+    specs = [f"p{i}-{'x' * 900}==1.0" for i in range(1500)]
+    failed = ProcResult([], 1, "", "ERROR: ResolutionImpossible: boom\n", 0.1)
+
+    class Target:
+        run_script = staticmethod(lambda script, args, timeout, env=None: failed)
+
+    with pytest.raises(ResolveError) as err:
+        resolve.resolve_upgrade(Target(), "/venv/bin/python", specs, facts_of("0.1.0"))  # type: ignore[arg-type]
+    assert len(str(err.value)) < 2000 and "boom" in str(err.value) and str(err.value).startswith("p0-"), str(err.value)[:300]
+
+
+def test_a_snapshot_of_another_environment_needs_python(tmp_path):
+    """`whatif SPEC --facts SNAP` without --python resolved in sparkdoctor's own environment and took the snapshot's
+    versions as today: a box with packaging 24.0 asked about packaging==26.4 was "nothing would change" when
+    sparkdoctor's own environment had 26.4. A snapshot of another prefix now needs --python (exit 2, pip never runs);
+    one of the default interpreter's own prefix goes on as before."""
+    import importlib.metadata
+    import json
+    import os
+
+    here = importlib.metadata.version("packaging")
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env.update(PIP_NO_INDEX="1", SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"))
+    for prefix, code in (("/elsewhere", 2), (sys.prefix, 0)):
+        snap = tmp_path / "snap.json"
+        Facts(packages={"packaging": {"name": "packaging", "version": "0.1"}},
+              target={"kind": "python", "python": f"{prefix}/bin/python", "prefix": prefix}).save(snap)
+        res = subprocess.run([sys.executable, "-m", "sparkdoctor", "whatif", f"packaging=={here}", "--facts", str(snap), "--no-read",
+                              "--format", "json"], capture_output=True, text=True, env=env, timeout=600)
+        doc = json.loads(res.stdout)
+        assert res.returncode == code, (prefix, doc)
+        if code == 2:
+            assert "--python" in doc["errors"][0]["message"] and "/elsewhere" in doc["errors"][0]["message"], doc
+        else:
+            assert doc["target"] and Path(doc["target"]).parent.parent.resolve() == Path(sys.prefix).resolve(), doc
+
+
+def test_a_ledger_that_cannot_be_read_is_said_before_pip_runs(tmp_path, target, monkeypatch):
+    """`--ledger` naming a folder or a file that is no database was found after pip's dry run (minutes for vLLM) and
+    the new releases' reads; it is opened first now: exit 5, one line, pip never started (PIP_LOG stays unwritten)."""
+    log = tmp_path / "pip.log"
+    monkeypatch.setenv("PIP_LOG", str(log))
+    garbage = tmp_path / "ledger.sqlite"
+    garbage.write_bytes(b"not a database" * 400)
+    for ledger in (garbage, tmp_path):
+        res = _whatif(target, tmp_path, "demo==0.2.0", "--ledger", str(ledger))
+        assert res.returncode == 5 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert not log.exists(), "pip ran before the ledger was opened"
+    res = _whatif(target, tmp_path, "demo==0.2.0")  # no ledger at all: said in a note, as before; pip runs
+    assert res.returncode == 0 and "no ledger at" in " ".join(res.stdout.split()) and log.exists(), res.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
@@ -24,6 +25,7 @@ from sparkdoctor.released.http import Client, RemoteError
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
 ACCEPT = "application/vnd.pypi.simple.v1+json"
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")  # the index's word names cache folders: a path (`../..`) must never pass
 
 
 def index_url() -> str:
@@ -64,7 +66,7 @@ def _file(raw: dict, base: str) -> IndexFile:
     sha = (raw.get("hashes") or {}).get("sha256")
     uploaded = raw.get("upload-time")
     return IndexFile(name, urljoin(base, str(raw.get("url", ""))), size if isinstance(size, int) else None,
-                     sha if isinstance(sha, str) else None, bool(raw.get("yanked")), version, frozenset(tags), sdist_version,
+                     sha.lower() if isinstance(sha, str) and _SHA256.fullmatch(sha) else None, bool(raw.get("yanked")), version, frozenset(tags), sdist_version,
                      uploaded if isinstance(uploaded, str) else None)
 
 

@@ -8,6 +8,7 @@ from files only (probe_site.py in SHARED, as for fix's target_dists.py), and pip
 starts the target's interpreter with site). Standard library only, Python 3.8+.
 """
 
+import errno
 import os
 import sys
 
@@ -32,7 +33,23 @@ def _pip_from(folder):
     spec.loader.exec_module(module)
 
 
+# What starts a process. pip starts one to build a source distribution (its setup.py or build backend: the package's code)
+# or check out a VCS link; a call that installs nothing needs none. `--only-binary :all:` on the command line is not
+# enough: an option line of a constraint file (PIP_CONSTRAINT, pip's config) outranks it, and `--no-binary NAME` there
+# had pip build NAME's sdist. So nothing here starts a process at all.
+_STARTS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty")
+
+
+def _no_process(event, _args):
+    """An OSError, as a missing program gives: what pip asks of the system in passing (lsb_release for its user agent,
+    rustc's version) falls back as it does without them; a build fails, saying why."""
+    if event in _STARTS:
+        raise PermissionError(errno.EPERM, "sparkdoctor's pip call starts no process (a build would run a package's code)")
+
+
 if __name__ == "__main__":
+    if hasattr(sys, "addaudithook"):  # 3.8+
+        sys.addaudithook(_no_process)
     del sys.path[0]  # this script's folder: sparkdoctor's modules are not the target's
     args = sys.argv[1:]
     if args[:1] == ["--pip-from"] and len(args) > 1:

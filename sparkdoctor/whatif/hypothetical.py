@@ -144,7 +144,7 @@ class ScratchSite:
 
     def __enter__(self) -> ScratchSite:
         self.wheel = wheel = self.reader.release(self.change.name, self.change.new)
-        self.path = (self.reader.root or cache_root()) / "sites" / (wheel.file.sha256 or wheel.file.filename)
+        self.path = (self.reader.root or cache_root()) / "sites" / wheel.dir.name  # the release's own key, never a path
         done = self.path / ".complete"
         try:
             self.members = int(done.read_text())

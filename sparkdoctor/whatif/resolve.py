@@ -1,9 +1,9 @@
 """Resolve a proposed upgrade with the target's own installer, without installing anything:
-`pip install --dry-run --report` run by sparkdoctor's pip for the target interpreter (`--python`,
-pip >= 22.3) or by the target's own pip, with every constraint file the target's Facts found; a uv
-venv (its pyvenv.cfg names uv) without pip is resolved by uv (`uv pip install --dry-run`), which reads
-only the wheels' metadata (pip's dry run downloads every wheel it picks: 337 MB for vLLM 0.33.0,
-docs/evidence/whatif-speed.md)."""
+`pip install --dry-run --report` run by the target's own pip, or by sparkdoctor's pip for a venv without one (a
+uv venv too), with every constraint file the target's Facts found, in the target's interpreter without site. Never
+by `uv pip --python PY`: uv asks the interpreter about itself with site, which runs the target's `.pth` import lines
+and sitecustomize.py (pip's dry run downloads every wheel it picks, 337 MB for vLLM 0.33.0, where uv read only
+metadata: docs/evidence/whatif-speed.md)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ from sparkdoctor.targets.interface import Target
 from sparkdoctor.text import clip
 from sparkdoctor.verify.stacks import conflict
 from sparkdoctor.verify.venvs import own_pip
-from sparkdoctor.whatif import probe as whatif_probe
 
 RESOLVE_TIMEOUT = 600.0
+NO_PROCESS = "sparkdoctor's pip call starts no process"  # what targets/target_pip_dry.py's audit hook says
 
 
 class ResolveError(SparkdoctorError):
@@ -148,44 +148,55 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
         return target.run_script(PIP_DRY, argv, timeout)
 
     result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)
-    if not result.ok and "No module named pip" in (result.stderr or "") and local and is_uv_venv(python):
-        uv = whatif_probe.uv_binary()
-        if uv is not None:
-            seen.installer = f"uv pip --python {python}"
-            return uv_resolve(uv, python, specs, constraints, facts, no_deps)
-    if not result.ok and "No module named pip" in (result.stderr or "") and local and own_pip() and own_pip_folder():
+    if not result.ok and _NO_DRY_RUN.search(result.stderr or "") and local and own_pip() and own_pip_folder():
         pip = ["--pip-from", str(own_pip_folder())]  # sparkdoctor's pip, run by the target's interpreter without site
         seen.installer = f"{python} -m pip (sparkdoctor's pip, {own_pip_folder()})"
         result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)
     if result.timed_out or result.start_error or result.signal:
         raise ResolveError(f"pip's dry run did not finish: {result.describe_failure()}")
     if not result.ok:  # run again without --quiet: pip says which requirements conflict only then
+        asked = clip(" ".join(specs), 300)  # 1,500 long specs were 1.4 MB of one line
         loud = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps), RESOLVE_TIMEOUT)
         debug = None
         if _NO_VERSION.search((loud.stderr or "") + "\n" + (loud.stdout or "")):  # was it the index, or a file pip skipped?
             debug = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps, extra=("-vv",)), RESOLVE_TIMEOUT)
         if debug is not None and (unreachable := _unreachable(debug)):
-            raise ResolveError(f"{' '.join(specs)}: the package index cannot be reached from {python} ({unreachable}): "
+            raise ResolveError(f"{asked}: the package index cannot be reached from {python} ({unreachable}): "
                                "nothing is predicted")
-        raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: {conflict(loud)}{_no_wheel(loud, debug)}")
+        if NO_PROCESS in (loud.stderr or "") + (loud.stdout or ""):  # target_pip_dry.py refused what a build starts
+            raise ResolveError(f"{asked} cannot be resolved in {python} without building a source distribution (its code would "
+                               "run; sparkdoctor's pip call starts no process): a constraint file or pip config with --no-binary asks for one")
+        raise ResolveError(f"{asked} cannot be resolved in {python}: {conflict(loud)}{_no_wheel(loud, debug)}")
     seen.warnings = conflict_lines(result.stderr)
     try:
         doc = json.loads(result.stdout)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ResolveError(f"pip's --report did not parse: {exc}") from None
+    install = doc.get("install") if isinstance(doc, dict) else None
+    if not isinstance(install, list) or not all(isinstance(i, dict) and isinstance(i.get("metadata"), dict) for i in install):
+        raise ResolveError(f"pip's --report is not an installation report: {clip(result.stdout.strip(), 120)}")
     changes = []
-    for item in doc.get("install", []):
-        meta = item.get("metadata") or {}
+    for item in install:
+        meta = item["metadata"]
         name = canonicalize_name(str(meta.get("name", "")))
         if not name:
             continue
-        info = item.get("download_info") or {}
-        hashes = (info.get("archive_info") or {}).get("hashes") or {}
+        info = _dict(item.get("download_info"))
+        hashes = _dict(_dict(info.get("archive_info")).get("hashes"))
         old = (facts.package(name) or {}).get("version")
         new = str(meta.get("version"))
+        url, sha256 = info.get("url"), hashes.get("sha256")
         if old != new:
-            changes.append(Change(name, old, new, info.get("url"), hashes.get("sha256")))
+            changes.append(Change(name, old, new, url if isinstance(url, str) else None, sha256 if isinstance(sha256, str) else None))
     return sorted(changes, key=lambda c: c.name)
+
+
+# no pip in the target, or one older than `install --dry-run --report` (pip 22.2): sparkdoctor's pip resolves instead
+_NO_DRY_RUN = re.compile(r"No module named pip|no such option: --(?:dry-run|report)")
+
+
+def _dict(value: object) -> dict[str, object]:
+    return value if isinstance(value, dict) else {}
 
 
 _FETCH_FAILED = re.compile(r"Could not fetch URL (\S+?): (.*?)(?: - skipping)?$", re.MULTILINE)
@@ -274,38 +285,3 @@ def _nearest(spec: str, listed: list[str]) -> str:
         above = [v for v in versions if v > asked][:1]
         text += f", nearest {', '.join(str(v) for v in below + above)}"
     return f"{text}, newest {versions[-1]}"
-
-
-def is_uv_venv(python: str) -> bool:
-    """The venv of `python` was made by uv (its pyvenv.cfg has a `uv = VERSION` line)."""
-    cfg = Path(python).parent.parent / "pyvenv.cfg"
-    try:
-        return any(line.split("=")[0].strip() == "uv" for line in cfg.read_text(encoding="utf-8", errors="replace").splitlines())
-    except OSError:
-        return False
-
-
-def uv_resolve(uv: str, python: str, specs: list[str], constraints: list[str], facts: Facts, no_deps: bool) -> list[Change]:
-    """uv's dry run for a uv venv: its ` + name==version` lines are what it would install."""
-    argv = [uv, "pip", "install", "--dry-run", "--only-binary", ":all:", "--python", python, *(["--no-deps"] if no_deps else [])]
-    for c in constraints:
-        argv += ["-c", c]
-    result = proc.run([*argv, "--", *specs], timeout=RESOLVE_TIMEOUT)
-    if result.timed_out or result.start_error or result.signal:
-        raise ResolveError(f"uv's dry run did not finish: {result.describe_failure()}")
-    text = (result.stderr or "") + "\n" + (result.stdout or "")
-    if not result.ok:
-        why = [x.strip(" ×╰─▶") for x in text.splitlines() if x.strip() and not x.startswith(("Using Python", "Would"))]
-        raise ResolveError(f"{' '.join(specs)} cannot be resolved in {python}: uv: {clip(' '.join(why), 600)}")
-    changes = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("+ ") or "==" not in line:
-            continue
-        name, _, new = line[2:].partition("==")
-        name = canonicalize_name(name.strip())
-        new = new.strip()
-        old = (facts.package(name) or {}).get("version")
-        if old != new:
-            changes.append(Change(name, old, new))
-    return sorted(changes, key=lambda c: c.name)

@@ -5,13 +5,14 @@ checked; it returns the WhatIf (sparkdoctor.whatif.judge) the renderers draw."""
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from sparkdoctor.check import CheckRequest, apply_arch_override, collect
 from sparkdoctor.conclusions.recipe_check import EnvTarget, box_env, vllm_flags
-from sparkdoctor.errors import InputError, TargetUnprobeable
+from sparkdoctor.errors import InputError, TargetUnprobeable, UsageError
 from sparkdoctor.facts import Facts
 from sparkdoctor.ledger import Ledger, default_path
 from sparkdoctor.matrix import load
@@ -36,7 +37,6 @@ from sparkdoctor.whatif.judge import (
     ModsDelta,
     ProbeComparison,
     RecipeWhatIf,
-    StaleConclusion,
     WhatIf,
     compare_recipe,
     stale_conclusions,
@@ -82,6 +82,8 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     interpreter = str((target.describe() or {}).get("python") or q.python or sys.executable)
     if q.facts_file is not None:
         today = collect(CheckRequest(facts=Facts.load(q.facts_file), arch=q.arch))
+        if q.python is None:
+            _refuse_other_prefix(q.facts_file, today, interpreter)
     else:
         today = apply_arch_override(collect(CheckRequest(target=target, arch=q.arch, kernels=False)), q.arch)
         if recipe_env:  # the box's own env stays the box's: the recipe's variables judge only its capabilities
@@ -91,27 +93,42 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
             raise TargetUnprobeable(f"the target could not be probed: {why or 'its packages could not be read'}")
 
     seen = Resolution()
-    changes = resolve_upgrade(resolver, interpreter, q.specs, today, q.no_deps, seen)  # a ResolveError carries its exit code (2)
     notes: list[str] = []
+    ledger = _ledger(q.ledger, notes)  # before pip's dry run (minutes for vLLM): a ledger that cannot be read says so now
     reader = None
-    if q.read:
-        machine = str((today.host or {}).get("machine") or "aarch64")
-        platform = "linux-x86_64" if machine in ("x86_64", "amd64") else "linux-aarch64"
-        target_py = ".".join(str((today.target or {}).get("version") or "3.12").split(".")[:2])
-        reader = Reader(platform, target_py)  # the wheels the target itself would install
     try:
+        changes = resolve_upgrade(resolver, interpreter, q.specs, today, q.no_deps, seen)  # a ResolveError carries its exit code (2)
+        if q.read:
+            machine = str((today.host or {}).get("machine") or "aarch64")
+            platform = "linux-x86_64" if machine in ("x86_64", "amd64") else "linux-aarch64"
+            target_py = ".".join(str((today.target or {}).get("version") or "3.12").split(".")[:2])
+            reader = Reader(platform, target_py)  # the wheels the target itself would install
         predicted = hypothetical_facts(today, changes, reader, notes, recipe_env)
         result = compare(today, predicted, matrix, q.specs, changes, notes)
         result.target, result.installer, result.pip_warnings = interpreter, seen.installer, seen.warnings
         if recipe is not None:
             result.recipe = _recipe(recipe, target, matrix, today, predicted, changes, reader, notes)
-        result.stale = _stale(q.ledger, interpreter, today, predicted, notes)
+        result.stale = stale_conclusions(ledger, interpreter, today, predicted) if ledger is not None else None
         if q.probe:
-            result.probe = _probe(today, predicted, changes, interpreter if getattr(target, "shares_files", True) else sys.executable)
+            python = (getattr(target, "shares_files", True) and base_interpreter(today)) or sys.executable
+            result.probe = _probe(today, predicted, changes, python)
     finally:
         if reader is not None:
             reader.close()
+        if ledger is not None:
+            ledger.close()
     return result
+
+
+def _refuse_other_prefix(snapshot: Path, today: Facts, interpreter: str) -> None:
+    """pip resolves in a real environment, today's versions come from the snapshot: a snapshot of another prefix than
+    the default interpreter's (sparkdoctor's own, or $VIRTUAL_ENV) gave a prediction of the wrong environment
+    ("nothing would change" where the snapshot's box would change). --python names the one to resolve in."""
+    prefix = str((today.target or {}).get("prefix") or "")
+    here = Path(interpreter).parent.parent
+    if not prefix or Path(prefix).resolve() != here.resolve():
+        raise UsageError(f"--facts {snapshot} is a snapshot of {prefix or 'an environment it does not name'}, and pip would resolve "
+                         f"the upgrade in {here}: give --python, the interpreter of the environment to resolve in")
 
 
 def _recipe(recipe: Recipe, target: Target, matrix: Matrix, today: Facts, predicted: Facts, changes: list[Change], reader: Reader | None,
@@ -152,6 +169,18 @@ def _mods(recipe: Recipe, target: Target, changes: list[Change], notes: list[str
                      [f for i, f in after.items() if i in before])
 
 
+def base_interpreter(facts: Facts) -> str | None:
+    """The interpreter a venv target was made from, of the target's version, for --probe's throwaway venv: uv asks
+    the interpreter it is given about itself with site, so the target's own would run its .pth lines and
+    sitecustomize.py. None (sparkdoctor's own, whose startup code already ran here) when the target is no venv."""
+    t = facts.target or {}
+    major_minor = ".".join(str(t.get("version") or "").split(".")[:2])
+    if not t.get("is_venv") or not t.get("base_prefix") or not major_minor:
+        return None
+    base = Path(str(t["base_prefix"])) / "bin" / f"python{major_minor}"
+    return str(base) if base.is_file() and os.access(base, os.X_OK) else None
+
+
 def _probe(today: Facts, predicted: Facts, changes: list[Change], python: str) -> ProbeComparison:
     """--probe: the CuTe DSL probes compiled in a throwaway venv with today's and the proposed cutlass-dsl set;
     the PTX probes compiled by each ptxas the upgrade moves (whatif/ptx.py)."""
@@ -166,12 +195,13 @@ def _probe(today: Facts, predicted: Facts, changes: list[Change], python: str) -
     return out
 
 
-def _stale(ledger_path: Path | None, python: str, today: Facts, predicted: Facts, notes: list[str]) -> list[StaleConclusion] | None:
-    """Conclusions the upgrade would make stale; None (said) when there is no ledger to read."""
+def _ledger(ledger_path: Path | None, notes: list[str]) -> Ledger | None:
+    """The ledger whose conclusions the upgrade may make stale, opened read-only (a LedgerError says itself, exit 5);
+    None (said) when there is none."""
     path = ledger_path or default_path()
     if not path.exists():
         if ledger_path is not None:
             raise InputError(f"ledger {path}: no such file")
         notes.append(f"no ledger at {path}: no stored conclusion to judge")
         return None
-    return stale_conclusions(Ledger(path, read_only=True), python, today, predicted)  # a LedgerError says itself (exit 5)
+    return Ledger(path, read_only=True)
