@@ -184,7 +184,7 @@ def launch_need(recipe: Recipe, model_folder: str | Path, total_bytes: int, gpu_
         settings["dtype"] = Setting("auto", "vLLM default: the float32 checkpoint is cast to bfloat16 (_resolve_auto_dtype)")
     spec = _speculative(recipe, argv)
     act_bytes = DTYPE_BYTES.get(dtype, shape.dtype_bytes) if dtype != "auto" else shape.dtype_bytes
-    kv_bytes = _kv_dtype_bytes(str(settings["kv_cache_dtype"].value), act_bytes)
+    kv_bytes = _kv_dtype_bytes(str(settings["kv_cache_dtype"].value), act_bytes, shape)
     per_position = (shape.kv_latent or 2 * shape.kv_heads * shape.head_dim) * kv_bytes
     full, sliding = shape.count("attention"), shape.count("sliding")
     if (full or sliding) and per_position <= 0:
@@ -279,11 +279,11 @@ def _offload(need: Need, recipe: Recipe, argv: list[str]) -> None:
             need.parts.append(Part(name, size, "exact", f"{flag} {raw}: {what}, outside the share"))
 
 
-def _kv_dtype_bytes(name: str, act_bytes: int) -> float:
-    name = name.lower()
-    if name not in bytemodel.KV_BYTES:
-        raise NeedError(f"--kv-cache-dtype {name}: not one of {', '.join(bytemodel.KV_BYTES)}")
-    return float(act_bytes if name == "auto" else bytemodel.KV_BYTES[name] or act_bytes)
+def _kv_dtype_bytes(name: str, act_bytes: int, shape: ModelShape) -> float:
+    try:
+        return bytemodel.kv_width(name.lower(), shape, float(act_bytes))[0]
+    except ValueError as exc:
+        raise NeedError(f"--kv-cache-dtype {name}: {exc}") from None
 
 
 def _weights(checkpoint: Checkpoint, shape: ModelShape, dtype: str, with_mtp: bool) -> Part:
