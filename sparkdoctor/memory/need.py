@@ -31,6 +31,7 @@ from sparkdoctor.audit.modelconfig import DTYPE_BYTES, ModelShape, read_shape
 from sparkdoctor.audit.roofline import vllm_default_max_num_seqs
 from sparkdoctor.audit.served_model import model_facts
 from sparkdoctor.recipes.model import Recipe, flag_value, vllm_spelling
+from sparkdoctor.recipes.vllm_config import serve_config, served_argv
 
 GIB = 2**30
 BLOCK = 16  # vLLM's default KV block size in tokens (CacheConfig.DEFAULT_BLOCK_SIZE): a sequence holds whole blocks
@@ -149,11 +150,10 @@ def launch_need(recipe: Recipe, model_folder: str | Path, total_bytes: int, gpu_
     """The launch `recipe` describes, sized for the checkpoint in `model_folder`; `total_bytes` and
     `gpu_name` choose vLLM's defaults (max_num_seqs, max_num_batched_tokens) as vLLM would on that GPU."""
 
-    argv = [vllm_spelling(str(a)) for a in recipe.argv]
-    config_file = flag_value(argv, "--config")
-    if config_file is not None:
-        raise Unsized(f"{recipe.source_path}: the command passes --config {config_file}: vLLM takes settings from that file "
-                        "that the memory verdict does not read, so the launch is not sized")
+    config = serve_config(recipe)
+    if config is not None and config.problem is not None:
+        raise Unsized(f"{recipe.source_path}: {config.problem}")
+    argv = [vllm_spelling(a) for a in served_argv(recipe, config)]  # its --config file's options read as vLLM reads them
     checkpoint = load_checkpoint(Path(model_folder))
     shape = read_shape(checkpoint.config, checkpoint.folder / "config.json")
     values, sources = recipe_settings(recipe, {})
