@@ -6,13 +6,22 @@ and line separators) it finds exactly what the old matcher (tests/explain_refere
 from __future__ import annotations
 
 import dataclasses
+import tracemalloc
 from pathlib import Path
+from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkdoctor.matrix import load
-from sparkdoctor.matrix.symptoms import _may_hold, _words, match_text
+from sparkdoctor.matrix import load, symptoms
+from sparkdoctor.matrix.symptoms import (
+    _may_hold,
+    _words,
+    line_count,
+    match_text,
+    normalise,
+)
+from tests.explain_reference import normalise as old_normalise
 from tests.explain_reference import old_match_text
 
 DATA = Path(__file__).resolve().parent / "data" / "explain"
@@ -82,3 +91,36 @@ def test_a_nul_in_the_text_never_stands_for_a_number_or_a_path() -> None:
     text = "INFO task kworker blocked for more than \x00n seconds"
     assert [m.entry.id for m in match_text(text, ENTRIES)] == []
     assert [m.entry.id for m in match_text(text.replace("\x00n", "240"), ENTRIES)] == ["host-hung-tasks"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts(), st.integers(1, 40))
+def test_read_a_part_at_a_time_the_same_as_at_once(text: str, part: int) -> None:
+    """A long text is normalised in parts cut after whitespace, and its normalised lines joined a batch at a time:
+    with parts of a few characters, the matches and the normalised text are still those of the whole at once."""
+    with mock.patch.object(symptoms, "PART", part, create=True):
+        assert normalise(text) == old_normalise(text)
+        assert match_text(text, ENTRIES) == old_match_text(text, ENTRIES)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028",
+                                  "\u2029", " ", "é", "\x1f"]), max_size=30))
+def test_lines_counted_as_splitlines_counts_them(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    assert line_count(text) == len(text.splitlines())
+
+
+def test_a_long_line_is_not_held_many_times_over() -> None:
+    """explain held a 100 MB log line about a dozen times over (1.2 GB peak): `re.sub` keeps every piece between its
+    matches, one a space. Normalised a part at a time (parts of 64 KiB here), the peak is a few copies of the line."""
+    line = "ab " * 500_000  # 1.5 MB: 500,000 spaces, each a piece of its own when replaced at once
+    with mock.patch.object(symptoms, "PART", 1 << 16, create=True):
+        tracemalloc.start()
+        try:
+            norm = normalise(line)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert norm == "ab" * 500_000
+    assert peak < 3 * len(line), f"peak {peak:,} bytes for a {len(line):,}-character line"
