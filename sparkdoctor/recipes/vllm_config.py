@@ -63,7 +63,12 @@ def serve_config(recipe: Recipe) -> ServeConfig | None:
     if written.split(".")[-1] not in ("yaml", "yml"):
         return ServeConfig(written, path, problem=f"--config {written}: vLLM reads only a .yaml or .yml config file and "
                            "refuses to start with another", fatal=True)
-    if not path.exists() and not path.is_symlink():
+    try:
+        missing = not path.exists() and not path.is_symlink()
+    except (OSError, ValueError) as exc:  # a name too long for the file system
+        return ServeConfig(written[:200], path, problem=f"--config {written[:200]}: cannot read: "
+                           f"{getattr(exc, 'strerror', None) or exc.__class__.__name__}: vLLM would not start", fatal=True)
+    if missing:
         where = "" if Path(written).is_absolute() else f" (read from the recipe's folder, {path.parent})"
         if recipe.container:
             return ServeConfig(written, path, problem=f"--config {written}: not on this machine{where}; it may be inside "

@@ -95,11 +95,13 @@ BAD = [
     (["--config", "serve.yaml"], LAUGHS, r"billion laughs"),
     (["--config", "serve.yaml"], "k: " + "x" * (1024 * 1024) + "\n", r"larger than 1 MiB"),
     (["--config", "serve.yaml"], "max-model-len: 32.5K\n", r"serve.yaml: --max-model-len '32.5K' is not a whole number"),
+    (["--config", "x" * 5000 + ".yaml"], None, r"--config x{200}: cannot read: File name too long"),
 ]
 
 
 @pytest.mark.parametrize("flags,config,message", BAD, ids=["missing", "json", "twice", "no-path", "empty", "list", "int-key",
-                                                             "bad-yaml", "not-utf8", "laughs", "over-1mib", "bad-value"])
+                                                             "bad-yaml", "not-utf8", "laughs", "over-1mib", "bad-value",
+                                                             "name-too-long"])
 def test_a_file_vllm_would_not_start_with_is_one_line(tmp_path, flags, config, message):
     recipe = _recipe(tmp_path, "sparkdoctor", flags, config)
     with pytest.raises(AuditError, match=message) as caught:
