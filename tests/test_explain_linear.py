@@ -124,3 +124,41 @@ def test_a_long_line_is_not_held_many_times_over() -> None:
             tracemalloc.stop()
     assert norm == "ab" * 500_000
     assert peak < 3 * len(line), f"peak {peak:,} bytes for a {len(line):,}-character line"
+
+
+BREAKY = st.lists(st.sampled_from(["ab", "b", "\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028",
+                                   "\u2029", " ", "é", "\x1f", "\x1b[1m"]), max_size=25).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(BREAKY, st.sampled_from(["a", "b", "ab", "ba", "b\nb", " b", "é", "\x1b"]), st.sampled_from(["", "\n", "--"]))
+def test_lines_by_offsets_are_the_lines(text: str, needle: str, sep: str) -> None:
+    """explain holds a log's lines as the text and offsets into it: the same lines splitlines() gives, the same lines
+    holding a string, the same joined text."""
+    from sparkdoctor.matrix.textlines import join_lines, split_lines
+
+    want = text.splitlines() or [text]
+    lines = split_lines(text)
+    assert [lines[i] for i in range(len(lines))] == want and lines.text is text
+    assert lines.holding(needle) == [i for i, x in enumerate(want) if needle in x]
+    joined = join_lines(iter(want), sep)
+    assert joined.text == sep.join(want) and [joined[i] for i in range(len(joined))] == want
+    assert joined.holding(needle) == [i for i, x in enumerate(want) if needle in x]
+    assert [joined.window(i, 2) for i in range(len(want) - 1)] == [sep.join(want[i:i + 2]) for i in range(len(want) - 1)]
+
+
+def test_a_logs_lines_are_offsets_not_strings() -> None:
+    """A list of a log's lines cost a string object a line (about 50 bytes each beside the text); the lines and their
+    normalised forms are now the text, one joined normalised copy and two offsets a line."""
+    from sparkdoctor.matrix.textlines import join_lines, split_lines
+
+    text = "INFO 12-01 abc def ghi jkl mno pqr stu\n" * 20_000  # 800 kB: as lists, 40,000 string objects
+    tracemalloc.start()
+    try:
+        lines = split_lines(text)
+        norms = join_lines((normalise(lines[i]) for i in range(len(lines))), "")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert norms.text == "info12-01abcdefghijklmnopqrstu" * 20_000 and len(lines) == 20_000
+    assert peak < 3.5 * len(text), f"peak {peak:,} bytes for a {len(text):,}-character text"

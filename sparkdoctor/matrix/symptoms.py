@@ -17,14 +17,13 @@ Pure functions over strings and entries; nothing here reads files or the environ
 from __future__ import annotations
 
 import re
-from array import array
-from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol, TypeVar
 
 from sparkdoctor.matrix.model import Entry
+from sparkdoctor.matrix.textlines import Lines, join_lines, split_lines
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 # A path: a drive, ./ or ../, then segments joined by '/'. Linear in the line's length: an attempt may start
@@ -166,12 +165,11 @@ def match_text(text: str, entries: Iterable[Entry]) -> list[SymptomMatch]:
     """The entries whose symptoms appear anywhere in `text` (pasted output or a whole log): one
     match per entry, at its first occurrence, with how many lines matched it; exact matches are
     preferred to tolerant ones, and a symptom wrapped over up to WRAP_LINES lines is still found."""
-    lines = text.splitlines() or [text]
+    lines = split_lines(text)  # the text and where each line is in it: one copy, not a list of lines too
     coloured = "\x1b" in text  # every escape sequence starts with ESC: without one, the clean lines are the lines
-    clean = [strip_ansi(x) for x in lines] if coloured else lines
-    # One copy of the normalised text and where each line starts in it (not a list of normalised lines as well)
-    whole, starts = _normalised_lines(clean)
-    whole_clean = "\n".join(clean) if coloured else ""
+    clean = join_lines((strip_ansi(lines[i]) for i in range(len(lines))), "\n") if coloured else lines
+    norms = join_lines((normalise(clean[i]) for i in range(len(clean))), "")
+    whole, whole_clean = norms.text, clean.text if coloured else ""
     results: dict[str, SymptomMatch] = {}
     # A symptom is looked for (one scan of the whole text each) only when the text holds every word inside it:
     # without this, N symptoms cost N scans of the text (4,000 symptoms, a 100,000-line log: 17 s of CPU).
@@ -181,18 +179,20 @@ def match_text(text: str, entries: Iterable[Entry]) -> list[SymptomMatch]:
         # the lines are walked only for a symptom the whole text holds (one scan in C, not one Python step a line);
         # without colour a symptom only the lines joined by newlines hold is in no one line either
         present = _may_hold(words, symptom) and (symptom in text or (coloured and symptom in whole_clean))
-        exact = [i for i, x in enumerate(lines) if symptom in x or symptom in clean[i]] if present else []
+        exact = lines.holding(symptom) if present else []
+        if present and coloured:
+            exact = sorted({*exact, *clean.holding(symptom)})
         if exact:
             _keep(results, SymptomMatch(entry, symptom, "exact", exact[0] + 1, clean[exact[0]].strip(), len(exact)))
             continue
         if not _tolerant_ok(sym_norm) or not _may_hold(norm_words, sym_norm) or sym_norm not in whole:
             continue
-        where = _lines_holding(whole, starts, sym_norm)
+        where = norms.holding(sym_norm)
         if where:
             _keep(results, SymptomMatch(entry, symptom, "tolerant", where[0] + 1, clean[where[0]].strip(), len(where)))
             continue
-        start, span = _wrapped(whole, starts, sym_norm)
-        excerpt = " ".join(x.strip() for x in clean[start:start + span]) if span else ""
+        start, span = _wrapped(norms, sym_norm)
+        excerpt = " ".join(clean[i].strip() for i in range(start, start + span)) if span else ""
         _keep(results, SymptomMatch(entry, symptom, "tolerant", start + 1 if span else 0, excerpt))
     order = {"exact": 0, "tolerant": 1}
     sev = {"error": 0, "warn": 1, "info": 2}
@@ -227,44 +227,11 @@ def _keep(results: dict[str, SymptomMatch], match: SymptomMatch) -> None:
         results[match.entry.id] = match
 
 
-def _normalised_lines(lines: list[str]) -> tuple[str, array[int]]:
-    """(every line normalised, joined; the offset in it where each line starts, and its length last)."""
-    starts = array("q", [0])
-    done: list[str] = []  # joined a batch at a time: never a list of a million normalised lines
-    batch: list[str] = []
-    size = total = 0
-    for line in lines:
-        norm = normalise(line)
-        batch.append(norm)
-        size += len(norm)
-        total += len(norm)
-        starts.append(total)
-        if size >= PART:
-            done.append("".join(batch))
-            batch, size = [], 0
-    done.append("".join(batch))
-    return "".join(done), starts
-
-
-def _lines_holding(whole: str, starts: array[int], needle: str) -> list[int]:
-    """The lines whose normalised text holds `needle` (not across a line's end), in order."""
-    found: list[int] = []
-    pos = whole.find(needle)
-    while pos >= 0:
-        i = bisect_right(starts, pos) - 1  # the line the character at pos is in (an empty line holds none)
-        end = starts[i + 1]
-        if pos + len(needle) <= end:
-            found.append(i)
-        pos = whole.find(needle, end)  # next line on: one that runs past this line's end, any later start here would too
-    return found
-
-
-def _wrapped(whole: str, starts: array[int], sym_norm: str) -> tuple[int, int]:
+def _wrapped(norms: Lines, sym_norm: str) -> tuple[int, int]:
     """(first line, number of lines) of a symptom that a wrap split over consecutive lines."""
-    lines = len(starts) - 1
     for span in range(2, WRAP_LINES + 1):
-        for i in range(lines - span + 1):
-            if sym_norm in whole[starts[i]:starts[i + span]]:
+        for i in range(len(norms) - span + 1):
+            if sym_norm in norms.window(i, span):
                 return i, span
     return 0, 0
 
