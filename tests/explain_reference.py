@@ -1,5 +1,5 @@
-"""The explain matcher as it was before it was made linear in the text (one scan of the whole text per symptom):
-the reference that tests/test_explain_linear.py and benchmarks/explain_many_symptoms.py compare the shipped one to."""
+"""The explain matcher as it was before it was made linear in the text (one scan of the whole text per symptom), and
+its normaliser as it was before it read a long text a part at a time: the reference that tests/test_explain_linear.py and benchmarks/explain_many_symptoms.py compare the shipped one to."""
 
 from __future__ import annotations
 
@@ -7,14 +7,24 @@ from collections.abc import Iterable
 
 from sparkdoctor.matrix.model import Entry
 from sparkdoctor.matrix.symptoms import (
+    _NUMBER,
+    _PATH,
+    _SPACE,
     SymptomMatch,
     _symptoms,
     _tolerant_ok,
-    normalise,
     strip_ansi,
 )
 
 WRAP_LINES = 3
+
+
+def normalise(text: str) -> str:
+    """The normaliser as it was before it read a long text a part at a time (the whole text at once)."""
+    text = strip_ansi(text).lower().replace("\x00", "\ufffd")
+    text = _PATH.sub("\x00p", text)
+    text = _NUMBER.sub("\x00n", text)
+    return _SPACE.sub("", text)
 
 
 def old_match_text(text: str, entries: Iterable[Entry]) -> list[SymptomMatch]:

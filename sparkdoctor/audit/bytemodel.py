@@ -129,7 +129,62 @@ def read_by_format(modules: list[Module], shape: ModelShape, include_mtp: bool, 
     return dict(out)
 
 
-KV_BYTES = {"auto": None, "bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1}
+KV_BYTES: dict[str, float | None] = {"auto": None, "bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1,
+                                     "fp8_e5m2": 1, "fp8_inc": 1}
+# Cache formats with no one width a value; their layouts as vLLM 0.32 writes them (read from its source):
+# - DeepSeek's sparse-MLA records: one opaque record a token a layer, laid out for DeepSeek V3.2's latent (512 NoPE values
+#   + 64 RoPE values = 576): model_executor/layers/attention/mla_attention.py `state_content_bytes={"fp8_ds_mla": 656,
+#   "nvfp4_ds_mla": 352}`; v1/attention/backends/mla/flashmla_sparse.py: nvfp4 = 512 e2m1 values 2 a byte (256) + 64 fp8
+#   RoPE values (64) + 32 fp8 scales, one per 16 values (32); fp8 = 512 fp8 values + 4 float32 scales + 64 bf16 RoPE values.
+DS_MLA_RECORD = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}
+DS_MLA_VALUES = 576
+# - TurboQuant: one slot a KV head a token holding its key and value (v1/attention/backends/turboquant_attn.py
+#   customize_spec: slot_size_aligned), from model_executor/layers/quantization/turboquant/config.py: TQ_PRESETS
+#   (key bits, value bits); key_packed_size = head_dim bytes for 8-bit (FP8) keys, else ceil(head_dim x bits / 8) + 2
+#   (an fp16 norm); value_packed_size = ceil(head_dim x bits / 8) + 4 (fp16 scale and zero); the sum rounded up to
+#   even. engine/arg_utils.py keeps the boundary layers at the model's dtype (get_boundary_skip_layers: the first and
+#   last 2 layers of a model with no linear-attention or Mamba layers, none of a hybrid one).
+TURBOQUANT_BITS = {"turboquant_k8v4": (8, 4), "turboquant_4bit_nc": (4, 4), "turboquant_k3v4_nc": (3, 4),
+                   "turboquant_3bit_nc": (3, 3)}
+TURBOQUANT_EDGE = 2
+KV_DTYPES = (*KV_BYTES, *DS_MLA_RECORD, *TURBOQUANT_BITS)  # every --kv-cache-dtype the audit sizes
+
+
+def turboquant_slot(name: str, head_dim: int) -> int:
+    """Bytes of one TurboQuant slot (one KV head's key and value at one position), as vLLM 0.32 lays it out."""
+    key_bits, value_bits = TURBOQUANT_BITS[name]
+    key = head_dim if key_bits == 8 else -(-head_dim * key_bits // 8) + 2
+    size = key + -(-head_dim * value_bits // 8) + 4
+    return size + size % 2
+
+
+def kv_width(name: str, shape: ModelShape, model_bytes: float) -> tuple[float, str]:
+    """(bytes a cached value, how they were found) for --kv-cache-dtype `name` (lower case) on this model; the mean
+    over its attention layers where vLLM keeps some at the model's dtype. ValueError (why, one line) when vLLM's layout
+    does not fit the model, or `name` is none the audit knows."""
+    if name in KV_BYTES:
+        width = KV_BYTES[name]
+        return (model_bytes if width is None else float(width)), name
+    if name in DS_MLA_RECORD:
+        if shape.kv_latent != DS_MLA_VALUES:
+            cached = f"an MLA latent of {shape.kv_latent} values" if shape.kv_latent else "keys and values per head, not an MLA latent"
+            raise ValueError(f"vLLM's {name} record ({DS_MLA_RECORD[name]} bytes) is laid out for DeepSeek V3.2's {DS_MLA_VALUES} "
+                             f"latent values a token; this model caches {cached}")
+        return DS_MLA_RECORD[name] / DS_MLA_VALUES, f"{name} ({DS_MLA_RECORD[name]} bytes a token a layer)"
+    if name in TURBOQUANT_BITS:
+        if shape.kv_latent or shape.head_dim <= 0:
+            raise ValueError(f"vLLM's {name} packs each key/value head into one slot; this model caches an MLA latent")
+        slot = turboquant_slot(name, shape.head_dim)
+        attention = [i for i, kind in enumerate(shape.layer_kinds) if kind in ("attention", "sliding")]
+        hybrid = any(kind in ("linear", "mamba") for kind in shape.layer_kinds)
+        layers = len(shape.layer_kinds)
+        edge = 0 if hybrid else min(TURBOQUANT_EDGE, layers // 2)
+        kept = sum(1 for i in attention if i < edge or i >= layers - edge)
+        packed = slot / (2 * shape.head_dim)
+        width = (kept * model_bytes + (len(attention) - kept) * packed) / len(attention) if attention else packed
+        how = f"{name} ({slot} bytes a head a token" + (f"; {kept} boundary layers at the model's {model_bytes:g} bytes)" if kept else ")")
+        return width, how
+    raise ValueError(f"not one of {', '.join(KV_DTYPES)} (the KV cache layouts the audit knows)")
 
 
 def kv_bytes_per_token(shape: ModelShape, context: int, kv_dtype_bytes: float) -> float:

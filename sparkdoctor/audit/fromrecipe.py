@@ -14,6 +14,7 @@ from typing import Any
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.locate import resolve_model
 from sparkdoctor.recipes.model import Recipe, vllm_spelling
+from sparkdoctor.recipes.vllm_config import serve_config, served_argv
 
 _SIZED = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 
@@ -77,24 +78,36 @@ def flag_values(argv: list[str]) -> dict[str, str]:
 
 
 def recipe_settings(recipe: Recipe, explicit: Mapping[str, object]) -> tuple[dict[str, Any], dict[str, str]]:
-    """(values, sources) for the four sizing options: explicit (not None) > the recipe's argv > default."""
-    from_argv = flag_values([str(a) for a in recipe.argv])
+    """(values, sources) for the four sizing options: explicit (not None) > the recipe's argv > its `--config` file
+    (vLLM puts the file's options before the command line's, so the command line wins) > default. AuditError (one
+    line) for a config file vLLM would not start with."""
+    config = serve_config(recipe)
+    if config is not None and config.problem is not None and config.fatal:
+        raise AuditError(f"{recipe.source_path}: {config.problem}")
     label = f"recipe {recipe.name}"
+    # option name -> (its value, the file it is in, where it came from)
+    given: dict[str, tuple[str, str, str]] = {}
+    if config is not None:
+        given = {name: (value, str(config.path), f"{label} (--config {config.written}: {FLAGS[name][0][2:]} {value})")
+                 for name, value in flag_values(list(config.args)).items()}
+    given.update({name: (value, recipe.source_path, f"{label} ({FLAGS[name][0]} {value})")
+                  for name, value in flag_values([str(a) for a in recipe.argv]).items()})
+    unread = f"; its --config {config.written} was not read" if config is not None and config.problem else ""
     values: dict[str, object] = {}
     sources: dict[str, str] = {}
     for name, (flag, kind) in FLAGS.items():
         if explicit.get(name) is not None:
             values[name], sources[name] = explicit[name], f"{flag} (command line)"
-        elif name in from_argv:
+        elif name in given:
+            value, where, sources[name] = given[name]
             try:
-                values[name] = kind(from_argv[name])
+                values[name] = kind(value)
             except ValueError:
-                raise AuditError(f"{recipe.source_path}: {flag} {from_argv[name]!r} is not a {_KINDS[kind]}") from None
-            sources[name] = f"{label} ({flag} {from_argv[name]})"
+                raise AuditError(f"{where}: {flag} {value!r} is not a {_KINDS[kind]}") from None
             if values[name] is None:  # --max-model-len auto: vLLM fits it to the memory
                 sources[name] += ": vLLM fits the length to the memory"
         else:
-            values[name], sources[name] = RECIPE_DEFAULTS[name], "vLLM default (the recipe does not set it)"
+            values[name], sources[name] = RECIPE_DEFAULTS[name], f"vLLM default (the recipe does not set it{unread})"
     return values, sources
 
 
@@ -111,7 +124,7 @@ def tensor_parallel_note(recipe: Recipe) -> str | None:
     """A note when the recipe splits the model over several GPUs (`--tensor-parallel-size N`/`-tp N`, the last one):
     the fit below is one GPU holding all of it, not 1/N of the weights and KV cache on each."""
     size = None
-    args = [vllm_spelling(str(a)) for a in recipe.argv]
+    args = [vllm_spelling(a) for a in served_argv(recipe)]
     for i, arg in enumerate(args):
         flag, eq, value = arg.partition("=")
         if flag in ("--tensor-parallel-size", "-tp"):

@@ -131,17 +131,17 @@ def _bandwidth(options: AuditOptions) -> tuple[float, str, gpus.Gpu]:
 
 def _kv_dtype(options: AuditOptions, shape: ModelShape, quant: list[QuantConfig]) -> tuple[str, float]:
     name = options.kv_cache_dtype.lower()
-    if name not in bytemodel.KV_BYTES:
-        source = options.sources.get("kv_cache_dtype", "")
-        given = f" ({source})" if source.startswith("recipe ") else ""  # a recipe's value: say whose it is
-        raise AuditError(f"--kv-cache-dtype {options.kv_cache_dtype}{given}: not one of {', '.join(bytemodel.KV_BYTES)}"
-                         " (the KV cache widths the audit knows)")
-    width = bytemodel.KV_BYTES[name]
-    if width is None:  # "auto": the model's own dtype
+    if name == "auto":  # the model's own dtype
         scaled = next((q.source for q in quant if q.kv_cache_dtype == "fp8"), None)
         hint = f"; {scaled} carries FP8 KV scales: --kv-cache-dtype fp8 uses them" if scaled else ""
         return f"auto (model dtype, {shape.dtype_bytes} bytes{hint})", float(shape.dtype_bytes)
-    return name, float(width)
+    try:
+        width, how = bytemodel.kv_width(name, shape, float(shape.dtype_bytes))
+    except ValueError as exc:
+        source = options.sources.get("kv_cache_dtype", "")
+        given = f" ({source})" if source.startswith("recipe ") else ""  # a recipe's value: say whose it is
+        raise AuditError(f"--kv-cache-dtype {options.kv_cache_dtype}{given}: {exc}") from None
+    return how, width
 
 
 def _check_options(options: AuditOptions) -> None:

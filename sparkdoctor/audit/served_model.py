@@ -17,6 +17,7 @@ from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.locate import resolve_model
 from sparkdoctor.audit.modelconfig import read_shape
 from sparkdoctor.recipes.model import Recipe
+from sparkdoctor.recipes.vllm_config import served_argv
 
 # RoPE types whose max_position_embeddings is already the scaled length (vLLM's _get_and_verify_max_len).
 _PRESCALED_ROPE = {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling", "default"}
@@ -24,9 +25,9 @@ _HUGE = 10**12  # tokenizers say "no limit" with 1e30; anything this large is no
 
 
 def recipe_facts(recipe: Recipe, model: str | None = None) -> dict[str, object]:
-    """Facts.recipe for this recipe: its name, argv and the facts of its model (`model`: the checkpoint the user
+    """Facts.recipe for this recipe: its name, argv (with its `--config` file's options, as vLLM reads them) and the facts of its model (`model`: the checkpoint the user
     named for it, `recipe check --model`, read instead of the recipe's hub id)."""
-    return {"name": recipe.name, "argv": [str(a) for a in recipe.argv], "model": model_facts(model or recipe.model)}
+    return {"name": recipe.name, "argv": served_argv(recipe), "model": model_facts(model or recipe.model)}
 
 
 def model_facts(ref: str | None) -> dict[str, Any]:

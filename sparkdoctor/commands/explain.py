@@ -59,13 +59,13 @@ def run(options: ExplainCommand) -> Result[Explanation]:
     with run_limit(options.timeout, "explain"):
         from sparkdoctor.matrix import load
         from sparkdoctor.matrix.ambiguity import ambiguous_lines
-        from sparkdoctor.matrix.symptoms import match_text
+        from sparkdoctor.matrix.symptoms import line_count, match_text
 
         text, label = read_text(options.source)
         matrix = load(options.matrix)
         matches = match_text(text, matrix.entries)
         groups = ambiguous_lines(matches)  # one line, several known causes: never shown as one exact match
-        explanation = Explanation(matches, label, len(text.splitlines()), groups)
+        explanation = Explanation(matches, label, line_count(text), groups)
     return Result("explain", "explain", explanation, exit_code=explanation.exit_code, notes=matrix.notes())
 
 

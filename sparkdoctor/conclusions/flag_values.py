@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from sparkdoctor.audit.fromrecipe import vllm_int, vllm_model_len, vllm_share
-from sparkdoctor.recipes.model import vllm_spelling
+from sparkdoctor.recipes.model import Recipe, vllm_spelling
+from sparkdoctor.recipes.vllm_config import serve_config
 
 Finding = dict[str, object]
 
@@ -67,3 +68,26 @@ def abbreviated(flag: str, known: set[str]) -> str | None:
     `--gpu-memory-util 0.8` is --gpu-memory-utilization); None when none or several (argparse: "ambiguous option")."""
     longer = [k for k in known if k.startswith(flag) and k != flag]
     return longer[0] if len(longer) == 1 else None
+
+
+def config_findings(recipe: Recipe) -> list[Finding]:
+    """The recipe command's `--config FILE.yaml`: an error when vLLM would not start with it (missing, unreadable, not
+    a mapping, named twice), a warning when it could not be read here (a container's file); else one error per value of
+    it vLLM's parser refuses, naming the file (the other flags of the file are judged with the command's)."""
+    config = serve_config(recipe)
+    if config is None:
+        return []
+    if config.problem is not None:
+        if config.fatal or not recipe.container:
+            return [{"kind": "flag", "id": "flag-config:--config", "severity": "error",
+                     "title": "vLLM would not start with the recipe's --config file", "evidence": [config.problem],
+                     "remedy": "Give --config the path of a YAML mapping of vLLM options (.yaml or .yml), relative to the "
+                               "recipe's folder, once."}]
+        return [{"kind": "flag", "id": "flag-config:--config", "severity": "warn",
+                 "title": "the recipe's --config file was not read: its options are not judged", "evidence": [config.problem],
+                 "remedy": "Run recipe check where the file is, or set the options on the command line."}]
+    out = refused_values(config.args)
+    for finding in out:
+        evidence = finding["evidence"]
+        finding["evidence"] = [f"set in --config {config.written} ({config.path})", *(evidence if isinstance(evidence, list) else [])]
+    return out

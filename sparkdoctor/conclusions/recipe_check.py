@@ -27,7 +27,11 @@ from sparkdoctor.audit.locate import resolve_model
 from sparkdoctor.audit.served_model import recipe_facts
 from sparkdoctor.check import CheckRequest, collect
 from sparkdoctor.collect.targetenv import start_probes
-from sparkdoctor.conclusions.flag_values import abbreviated, refused_values
+from sparkdoctor.conclusions.flag_values import (
+    abbreviated,
+    config_findings,
+    refused_values,
+)
 from sparkdoctor.conclusions.workarounds import judge_all, own_copy, server_facts
 from sparkdoctor.errors import SparkdoctorError, TargetUnprobeable
 from sparkdoctor.exitcodes import EXIT_NO_VLLM
@@ -41,6 +45,7 @@ from sparkdoctor.memory.findings import findings, preflight, unsized
 from sparkdoctor.memory.need import Unsized, launches_vllm
 from sparkdoctor.recipes import load
 from sparkdoctor.recipes.model import Recipe
+from sparkdoctor.recipes.vllm_config import served_argv
 from sparkdoctor.targets.choose import (
     refuse_bad_target_options,
     resolve_target,
@@ -201,7 +206,7 @@ def _flag_findings(recipe: Recipe, flags: Mapping[str, object] | None) -> list[F
     known = {str(f) for f in listed} if isinstance(listed, list) else set()
     version = vllm.get("version")
     out = []
-    for flag in dict.fromkeys(serve_flags(recipe.argv)):
+    for flag in dict.fromkeys(serve_flags(served_argv(recipe))):  # the --config file's options too: vLLM parses them alike
         base = "--" + flag[5:] if flag.startswith("--no-") else flag
         if flag in known or base in known:
             continue
@@ -244,6 +249,7 @@ def check(recipe: Recipe, matrix: Matrix, facts: Facts, flags: Mapping[str, obje
     findings += _flag_findings(recipe, flags)
     if launches_vllm(list(recipe.argv)) and not other_engine(list(recipe.argv)):
         findings += refused_values(recipe.argv)  # vLLM's own parser refuses these whichever vLLM it is
+        findings += config_findings(recipe)
     findings += _workaround_findings(recipe, matrix, own)
     findings.sort(key=worst_first)
     return findings

@@ -17,12 +17,13 @@ Pure functions over strings and entries; nothing here reads files or the environ
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol, TypeVar
 
 from sparkdoctor.matrix.model import Entry
+from sparkdoctor.matrix.textlines import Lines, join_lines, split_lines
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 # A path: a drive, ./ or ../, then segments joined by '/'. Linear in the line's length: an attempt may start
@@ -37,6 +38,7 @@ _PATH = re.compile(rf"(?:(?<!{_SEG})|(?!{_SEG})|(?=[A-Za-z]:))"
 # 35.69, 580.159.03). Shorter ones stay literal: "major versions [10]" is not "[12]".
 _NUMBER = re.compile(r"(?<![\w.])(?=(?:[.,:]?\d){3})\d+(?:[.,:]\d+)*(?!\w)")
 _SPACE = re.compile(r"\s+")
+_ONE_SPACE = re.compile(r"\s")
 _WORD = re.compile(r"\w+")
 MIN_TOLERANT = 12  # a symptom shorter than this once normalised matches exactly or not at all
 WRAP_LINES = 3  # a wrapped symptom is looked for across this many consecutive lines
@@ -82,11 +84,36 @@ def strip_ansi(text: str) -> str:
 
 
 def normalise(text: str) -> str:
-    """The form the tolerant pass compares: no colour, paths and numbers as tokens, no whitespace."""
-    text = strip_ansi(text).lower().replace("\x00", "\ufffd")  # a NUL of the text never forms a token
+    """The form the tolerant pass compares: no colour, paths and numbers as tokens, no whitespace.
+
+    A long text is normalised a part at a time, each cut just after a whitespace character: no path, number or
+    whitespace run the patterns replace holds one, their look-arounds stop at one, and so does lower()'s final-sigma
+    rule, so the parts give what the whole gives. At once, `re.sub` held every piece between matches (each space is
+    one): a 100 MB log line took 1.2 GB."""
+    text = strip_ansi(text)  # first, whole: an escape sequence may hold a space
+    if len(text) <= PART:
+        return _normalise(text)
+    return "".join([_normalise(part) for part in _parts(text)])
+
+
+PART = 1 << 20  # characters normalised at a time
+
+
+def _normalise(text: str) -> str:
+    text = text.lower().replace("\x00", "\ufffd")  # a NUL of the text never forms a token
     text = _PATH.sub("\x00p", text)
     text = _NUMBER.sub("\x00n", text)
     return _SPACE.sub("", text)
+
+
+def _parts(text: str) -> Iterator[str]:
+    """`text` in slices of about PART characters, each but the last ending with a whitespace character."""
+    start = 0
+    while start < len(text):
+        cut = _ONE_SPACE.search(text, start + PART) if start + PART < len(text) else None
+        end = cut.end() if cut else len(text)
+        yield text[start:end]
+        start = end
 
 
 def _symptoms(entries: Iterable[E]) -> list[tuple[E, str, str]]:
@@ -138,31 +165,34 @@ def match_text(text: str, entries: Iterable[Entry]) -> list[SymptomMatch]:
     """The entries whose symptoms appear anywhere in `text` (pasted output or a whole log): one
     match per entry, at its first occurrence, with how many lines matched it; exact matches are
     preferred to tolerant ones, and a symptom wrapped over up to WRAP_LINES lines is still found."""
-    lines = text.splitlines() or [text]
-    clean = [strip_ansi(x) for x in lines]
-    norms = [normalise(x) for x in clean]
-    whole = "".join(norms)
-    whole_clean = "\n".join(clean)
+    lines = split_lines(text)  # the text and where each line is in it: one copy, not a list of lines too
+    coloured = "\x1b" in text  # every escape sequence starts with ESC: without one, the clean lines are the lines
+    clean = join_lines((strip_ansi(lines[i]) for i in range(len(lines))), "\n") if coloured else lines
+    norms = join_lines((normalise(clean[i]) for i in range(len(clean))), "")
+    whole, whole_clean = norms.text, clean.text if coloured else ""
     results: dict[str, SymptomMatch] = {}
     # A symptom is looked for (one scan of the whole text each) only when the text holds every word inside it:
     # without this, N symptoms cost N scans of the text (4,000 symptoms, a 100,000-line log: 17 s of CPU).
-    words = _words(text) | _words(whole_clean) if "\x1b" in text else _words(text)  # no colour: the same words
+    words = _words(text) | _words(whole_clean) if coloured else _words(text)  # no colour: the same words
     norm_words = _words(whole)
     for entry, symptom, sym_norm in _symptoms(entries):
-        # the lines are walked only for a symptom the whole text holds (one scan in C, not one Python step a line)
-        present = _may_hold(words, symptom) and (symptom in text or symptom in whole_clean)
-        exact = [i for i, x in enumerate(lines) if symptom in x or symptom in clean[i]] if present else []
+        # the lines are walked only for a symptom the whole text holds (one scan in C, not one Python step a line);
+        # without colour a symptom only the lines joined by newlines hold is in no one line either
+        present = _may_hold(words, symptom) and (symptom in text or (coloured and symptom in whole_clean))
+        exact = lines.holding(symptom) if present else []
+        if present and coloured:
+            exact = sorted({*exact, *clean.holding(symptom)})
         if exact:
             _keep(results, SymptomMatch(entry, symptom, "exact", exact[0] + 1, clean[exact[0]].strip(), len(exact)))
             continue
         if not _tolerant_ok(sym_norm) or not _may_hold(norm_words, sym_norm) or sym_norm not in whole:
             continue
-        where = [i for i, x in enumerate(norms) if sym_norm in x]
+        where = norms.holding(sym_norm)
         if where:
             _keep(results, SymptomMatch(entry, symptom, "tolerant", where[0] + 1, clean[where[0]].strip(), len(where)))
             continue
         start, span = _wrapped(norms, sym_norm)
-        excerpt = " ".join(x.strip() for x in clean[start:start + span]) if span else ""
+        excerpt = " ".join(clean[i].strip() for i in range(start, start + span)) if span else ""
         _keep(results, SymptomMatch(entry, symptom, "tolerant", start + 1 if span else 0, excerpt))
     order = {"exact": 0, "tolerant": 1}
     sev = {"error": 0, "warn": 1, "info": 2}
@@ -197,10 +227,19 @@ def _keep(results: dict[str, SymptomMatch], match: SymptomMatch) -> None:
         results[match.entry.id] = match
 
 
-def _wrapped(norms: list[str], sym_norm: str) -> tuple[int, int]:
+def _wrapped(norms: Lines, sym_norm: str) -> tuple[int, int]:
     """(first line, number of lines) of a symptom that a wrap split over consecutive lines."""
     for span in range(2, WRAP_LINES + 1):
         for i in range(len(norms) - span + 1):
-            if sym_norm in "".join(norms[i:i + span]):
+            if sym_norm in norms.window(i, span):
                 return i, span
     return 0, 0
+
+
+def line_count(text: str) -> int:
+    """len(text.splitlines()), without the list of lines."""
+    breaks = sum(text.count(c) for c in _BREAKS) - text.count("\r\n")
+    return breaks + (1 if text and text[-1] not in _BREAKS else 0)
+
+
+_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # where str.splitlines() ends a line ("\r\n" ends one)

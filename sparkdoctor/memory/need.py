@@ -31,6 +31,7 @@ from sparkdoctor.audit.modelconfig import DTYPE_BYTES, ModelShape, read_shape
 from sparkdoctor.audit.roofline import vllm_default_max_num_seqs
 from sparkdoctor.audit.served_model import model_facts
 from sparkdoctor.recipes.model import Recipe, flag_value, vllm_spelling
+from sparkdoctor.recipes.vllm_config import serve_config, served_argv
 
 GIB = 2**30
 BLOCK = 16  # vLLM's default KV block size in tokens (CacheConfig.DEFAULT_BLOCK_SIZE): a sequence holds whole blocks
@@ -149,11 +150,10 @@ def launch_need(recipe: Recipe, model_folder: str | Path, total_bytes: int, gpu_
     """The launch `recipe` describes, sized for the checkpoint in `model_folder`; `total_bytes` and
     `gpu_name` choose vLLM's defaults (max_num_seqs, max_num_batched_tokens) as vLLM would on that GPU."""
 
-    argv = [vllm_spelling(str(a)) for a in recipe.argv]
-    config_file = flag_value(argv, "--config")
-    if config_file is not None:
-        raise Unsized(f"{recipe.source_path}: the command passes --config {config_file}: vLLM takes settings from that file "
-                        "that the memory verdict does not read, so the launch is not sized")
+    config = serve_config(recipe)
+    if config is not None and config.problem is not None:
+        raise Unsized(f"{recipe.source_path}: {config.problem}")
+    argv = [vllm_spelling(a) for a in served_argv(recipe, config)]  # its --config file's options read as vLLM reads them
     checkpoint = load_checkpoint(Path(model_folder))
     shape = read_shape(checkpoint.config, checkpoint.folder / "config.json")
     values, sources = recipe_settings(recipe, {})
@@ -184,7 +184,7 @@ def launch_need(recipe: Recipe, model_folder: str | Path, total_bytes: int, gpu_
         settings["dtype"] = Setting("auto", "vLLM default: the float32 checkpoint is cast to bfloat16 (_resolve_auto_dtype)")
     spec = _speculative(recipe, argv)
     act_bytes = DTYPE_BYTES.get(dtype, shape.dtype_bytes) if dtype != "auto" else shape.dtype_bytes
-    kv_bytes = _kv_dtype_bytes(str(settings["kv_cache_dtype"].value), act_bytes)
+    kv_bytes = _kv_dtype_bytes(str(settings["kv_cache_dtype"].value), act_bytes, shape)
     per_position = (shape.kv_latent or 2 * shape.kv_heads * shape.head_dim) * kv_bytes
     full, sliding = shape.count("attention"), shape.count("sliding")
     if (full or sliding) and per_position <= 0:
@@ -279,11 +279,11 @@ def _offload(need: Need, recipe: Recipe, argv: list[str]) -> None:
             need.parts.append(Part(name, size, "exact", f"{flag} {raw}: {what}, outside the share"))
 
 
-def _kv_dtype_bytes(name: str, act_bytes: int) -> float:
-    name = name.lower()
-    if name not in bytemodel.KV_BYTES:
-        raise NeedError(f"--kv-cache-dtype {name}: not one of {', '.join(bytemodel.KV_BYTES)}")
-    return float(act_bytes if name == "auto" else bytemodel.KV_BYTES[name] or act_bytes)
+def _kv_dtype_bytes(name: str, act_bytes: int, shape: ModelShape) -> float:
+    try:
+        return bytemodel.kv_width(name.lower(), shape, float(act_bytes))[0]
+    except ValueError as exc:
+        raise NeedError(f"--kv-cache-dtype {name}: {exc}") from None
 
 
 def _weights(checkpoint: Checkpoint, shape: ModelShape, dtype: str, with_mtp: bool) -> Part:

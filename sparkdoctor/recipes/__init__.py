@@ -8,6 +8,7 @@ Modules, each importing only those above it:
   eugr      eugr/spark-vllm-docker v1 YAML
   sparkrun  sparkrun v2 YAML
   loader    finding a recipe by path or shipped name, and choosing its reader
+  vllm_config  the options of a command's `vllm serve --config FILE.yaml`, as vLLM's parser reads them
 """
 
 from sparkdoctor.recipes.loader import find, load, shipped

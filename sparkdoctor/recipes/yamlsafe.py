@@ -125,11 +125,11 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def read_yaml(path: Path) -> tuple[Any, list[str]]:
+def read_yaml(path: Path, max_bytes: int = MAX_BYTES) -> tuple[Any, list[str]]:
     """(the document, its duplicate-key notes); RecipeError naming the file and line on bad YAML."""
 
     try:
-        text = read_text(path, MAX_BYTES)
+        text = read_text(path, max_bytes)
     except UnicodeDecodeError as exc:
         raise RecipeError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:

@@ -1,6 +1,6 @@
-"""`audit --recipe` with every KV cache dtype vLLM takes that has a known width: a recipe's `--kv-cache-dtype fp8_inc`
-(vLLM's CacheDType, 1 byte) sized the fit instead of failing as if the user had typed a wrong option; a width the
-audit does not know names the recipe it came from."""
+"""`audit --recipe` with every KV cache dtype vLLM takes: a recipe's `--kv-cache-dtype fp8_inc` (vLLM's CacheDType,
+1 byte) sized the fit instead of failing as if the user had typed a wrong option; TurboQuant and DeepSeek's MLA
+records are sized as vLLM lays them out; a layout that does not fit the model names the recipe it came from and why."""
 
 from __future__ import annotations
 
@@ -36,9 +36,45 @@ def test_fp8_inc_from_a_recipe_is_one_byte_as_fp8(tmp_path, dense):
     assert inc.kv_dtype_bytes == 1.0 and inc.fit.kv_cache == fp8.fit.kv_cache and inc.kv_per_token == fp8.kv_per_token
 
 
-def test_an_unsized_dtype_names_the_recipe_it_came_from(tmp_path, dense):
-    with pytest.raises(AuditError, match=r"--kv-cache-dtype turboquant_k8v4 \(recipe kv \(--kv-cache-dtype turboquant_k8v4\)\): not one of"):
-        _audit(_recipe(tmp_path, dense, "turboquant_k8v4"), dense)
+def test_a_layout_that_does_not_fit_the_model_names_the_recipe_and_says_why(tmp_path, dense):
+    """nvfp4_ds_mla is DeepSeek V3.2's MLA record: a model caching keys and values per head has no such layout."""
+    with pytest.raises(AuditError, match=r"--kv-cache-dtype nvfp4_ds_mla \(recipe kv \(--kv-cache-dtype nvfp4_ds_mla\)\): "
+                                         r"vLLM's nvfp4_ds_mla record \(352 bytes\) is laid out for DeepSeek V3.2's 576 latent "
+                                         r"values a token; this model caches keys and values per head"):
+        _audit(_recipe(tmp_path, dense, "nvfp4_ds_mla"), dense)
+
+
+def test_turboquant_is_sized_as_vllm_packs_it(tmp_path, dense):
+    """turboquant_* stopped `audit --recipe` with one line. Qwen3-8B: 36 layers, 8 KV heads of 128. k3v4_nc packs a
+    head's key in ceil(128 x 3 / 8) + 2 = 50 bytes and its value in 64 + 4 = 68: 118 a head a token; vLLM keeps the
+    first and last 2 layers at bf16 (8 x 2 x 128 x 2 = 4,096 bytes a token)."""
+    tq = _audit(_recipe(tmp_path, dense, "turboquant_k3v4_nc"), dense)
+    assert tq.kv_per_token == pytest.approx(4096 * (4 * 4096 + 32 * 8 * 118))
+    assert tq.kv_dtype.startswith("turboquant_k3v4_nc (118 bytes a head a token; 4 boundary layers")
+
+
+@pytest.mark.parametrize("name,slot", [("turboquant_k8v4", 128 + 64 + 4), ("turboquant_4bit_nc", 66 + 68),
+                                       ("turboquant_k3v4_nc", 50 + 68), ("turboquant_3bit_nc", 50 + 52),
+                                       ])
+def test_turboquant_slots_follow_vllms_presets(name, slot):
+    from sparkdoctor.audit.bytemodel import turboquant_slot
+
+    assert turboquant_slot(name, 128) == slot
+    assert turboquant_slot("turboquant_k3v4_nc", 256) == 98 + 132 and turboquant_slot("turboquant_k8v4", 66) == 104  # 103 rounded up to even
+
+
+def test_deepseek_mla_records_are_their_bytes_a_token():
+    """fp8_ds_mla was counted 1 byte a latent value (576 a token); vLLM's record is 656 (scales and a bf16 RoPE part)."""
+    from sparkdoctor.audit.bytemodel import kv_bytes_per_token, kv_width
+    from sparkdoctor.audit.modelconfig import ModelShape
+
+    shape = ModelShape("deepseek_v32", 2, 7168, 128, 128, 192, None, False, 2, 163840, layer_kinds=["attention"] * 2,
+                       kv_latent=576)
+    for name, record in (("fp8_ds_mla", 656), ("nvfp4_ds_mla", 352)):
+        width, how = kv_width(name, shape, 2.0)
+        assert kv_bytes_per_token(shape, 1000, width) == pytest.approx(2 * 1000 * record) and f"{record} bytes" in how
+    with pytest.raises(ValueError, match="packs each key/value head into one slot; this model caches an MLA latent"):
+        kv_width("turboquant_k8v4", shape, 2.0)
 
 
 @pytest.mark.parametrize("flags,size", [(["-tp", "2"], 2), (["--tensor_parallel_size=4"], 4), (["-tp", "1"], None), ([], None)])

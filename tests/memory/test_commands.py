@@ -196,18 +196,23 @@ def test_rerun_sarif_names_the_preflight_that_refused_a_re_measurement(tmp_path,
 
 def test_recipe_check_does_not_size_what_it_cannot_by_vllms_rules(tmp_path, qwen3_8b):
     """An SGLang recipe was sized by vLLM's rules and told to launch with --gpu-memory-utilization, a flag SGLang
-    does not take; a vLLM recipe reading its settings from --config FILE was judged at vLLM's defaults. Both are
-    `memory-unknown` now, saying why (bench already left a server that is not vLLM unjudged)."""
+    does not take: `memory-unknown` now, saying why (bench already left a server that is not vLLM unjudged). A vLLM
+    recipe reading its settings from --config FILE was judged at vLLM's defaults, then left unsized; now the file's
+    values are sized, each naming the file."""
     have = box(tmp_path, available_gib=64)
     sglang = tmp_path / "sglang.toml"
     command = json.dumps(["python3", "-m", "sglang.launch_server", "--model-path", str(qwen3_8b), "--mem-fraction-static", "0.3"])
     sglang.write_text(f'schema = 1\nname = "sgl"\nmodel = {json.dumps(str(qwen3_8b))}\ncommand = {command}\n')
-    (tmp_path / "serve.yaml").write_text("max-model-len: 200000\n")
+    (tmp_path / "serve.yaml").write_text("max-model-len: 8192\nmax-num-seqs: 3\n")
     configured = write_recipe(tmp_path, qwen3_8b, "--config", str(tmp_path / "serve.yaml"), name="configured")
-    for recipe, why in ((sglang, "the command does not start vLLM"), (configured, "passes --config")):
-        p = cli(have.root, "recipe", "check", recipe, "--python", sys.executable, "--model", qwen3_8b, "--format", "json")
-        assert p.returncode == 0, p.stderr
-        doc = json.loads(p.stdout)
-        (found,) = [f for f in doc["findings"] if f["kind"] == "memory"]
-        assert found["id"] == "memory-unknown" and why in found["title"], found
-        assert doc["memory"]["outcome"] == "unknown" and "--gpu-memory-utilization" not in json.dumps(found)
+    p = cli(have.root, "recipe", "check", sglang, "--python", sys.executable, "--model", qwen3_8b, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    (found,) = [f for f in doc["findings"] if f["kind"] == "memory"]
+    assert found["id"] == "memory-unknown" and "the command does not start vLLM" in found["title"], found
+    assert doc["memory"]["outcome"] == "unknown" and "--gpu-memory-utilization" not in json.dumps(found)
+    p = cli(have.root, "recipe", "check", configured, "--python", sys.executable, "--model", qwen3_8b, "--format", "json")
+    doc = json.loads(p.stdout)
+    assert doc["memory"]["outcome"] != "unknown", doc["memory"]
+    settings = json.dumps(doc["memory"])
+    assert "--config " in settings and "max-model-len 8192" in settings and "max-num-seqs 3" in settings

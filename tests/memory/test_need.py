@@ -127,12 +127,19 @@ def test_underscored_flags_are_read_as_vllm_reads_them(tmp_path, qwen3_8b):
     assert spelled.fixed_kv_bytes == 2 * GIB
 
 
-def test_settings_from_a_config_file_are_not_sized_and_say_so(tmp_path, qwen3_8b):
+def test_settings_from_a_config_file_are_sized_the_command_line_winning(tmp_path, qwen3_8b):
+    """`--config FILE.yaml` made the launch unsized ("vLLM takes settings from that file that the memory verdict does
+    not read"); vLLM puts the file's options before the command line's, so a flag on the command line wins."""
     from sparkdoctor.memory.need import Unsized
 
-    (tmp_path / "serve.yaml").write_text("max-model-len: 200000\n")
-    with pytest.raises(Unsized, match="passes --config .*serve.yaml: vLLM takes settings from that file"):
-        launch_need(recipe(tmp_path, qwen3_8b, "--config", str(tmp_path / "serve.yaml")), qwen3_8b, GB10_TOTAL)
+    (tmp_path / "serve.yaml").write_text("max-model-len: 2048\nmax_num_seqs: 3\ngpu-memory-utilization: 0.5\n")
+    need = launch_need(recipe(tmp_path, qwen3_8b, "--config", str(tmp_path / "serve.yaml"), "--max-num-seqs", "2"),
+                       qwen3_8b, GB10_TOTAL)
+    assert need.setting("max_model_len") == 2048 and need.setting("gpu_memory_utilization") == 0.5
+    assert need.setting("max_num_seqs") == 2
+    assert "(--config " in need.settings["max_model_len"].source and "max-model-len 2048" in need.settings["max_model_len"].source
+    with pytest.raises(Unsized, match=r"--config .*gone.yaml: no such file"):
+        launch_need(recipe(tmp_path, qwen3_8b, "--config", str(tmp_path / "gone.yaml")), qwen3_8b, GB10_TOTAL)
 
 
 @pytest.mark.parametrize("flags, message", [
