@@ -6,7 +6,8 @@ passwd and group of two lines; never shadow, gshadow, sudoers, ssh host keys, pi
 /run, /var/run, /tmp, /var/tmp, /root and /home are empty tmpfs: no home, no agent socket, no docker.sock.
 It has no network, its own host name and process tree (everything it forks dies with it), no capabilities,
 a time limit, bounded memory in its tmpfs folders and bounded disk in its scratch folder (scratch_watch), and a
-seccomp filter (sparkdoctor.mods.seccomp) that refuses unix sockets, so no socket file
+seccomp filter (sparkdoctor.mods.seccomp) that refuses unix sockets and every family a network namespace does not
+confine (AF_VSOCK), so no socket file
 can be reached even where one is visible. The scratch copy of the site folder is the only writable place,
 mounted at every site path the script names (so a script that edits
 /usr/local/lib/python3.12/dist-packages/vllm/... edits the copy). Without bwrap, or on a machine whose

@@ -1,0 +1,43 @@
+"""A mod's script makes only the sockets its network namespace confines, for real under bwrap: AF_VSOCK (which a
+network namespace does not confine; on a virtual machine it reaches the hypervisor's services) fails with EPERM like
+a unix socket, whether or not this kernel has vsock; TCP and getaddrinfo's netlink still work (a download fails as
+"Network is unreachable", and the verdict says the mod needs the network)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkdoctor.mods import Verdict, judge_mod
+from tests.mods.test_mods_sandbox import tree  # noqa: F401  (the fixture)
+from tests.mods.test_mods_scripts import folder
+
+
+@pytest.fixture(autouse=True)
+def _tools(sandbox_tools):
+    pass
+
+
+PROBE = ("import socket, sys\n"
+         "for family, kind in ((40, socket.SOCK_STREAM), (44, socket.SOCK_RAW), (17, socket.SOCK_RAW)):\n"
+         "    try:\n"
+         "        socket.socket(family, kind)\n"
+         "    except PermissionError:\n"
+         "        continue\n"
+         "    except OSError as exc:\n"
+         "        sys.exit(f'family {family}: {exc}, not refused by the filter')\n"
+         "    sys.exit(f'family {family} was made')\n"
+         "socket.socket(socket.AF_INET6, socket.SOCK_STREAM).close()\n"
+         "socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close()\n")
+
+
+def test_a_script_makes_no_socket_its_network_namespace_does_not_confine(tmp_path, tree):  # noqa: F811
+    mod = folder(tmp_path, "set -e\npython3 probe.py\n", probe_py=PROBE)
+    result = judge_mod(mod, tree)
+    assert result.verdict is Verdict.NO_EFFECT, result
+
+
+def test_a_download_still_reads_as_needing_the_network(tmp_path, tree):  # noqa: F811
+    fetch = "import urllib.request\nurllib.request.urlopen('http://192.0.2.1/x', timeout=5)\n"
+    mod = folder(tmp_path, "set -e\npython3 fetch.py\n", fetch_py=fetch)
+    result = judge_mod(mod, tree)
+    assert result.verdict is Verdict.CANNOT_TELL and "needs the network" in result.detail, result
