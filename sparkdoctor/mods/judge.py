@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from sparkdoctor.mods import scratch_watch
-from sparkdoctor.mods.diffs import judge_diff_text
+from sparkdoctor.mods.diffs import Room, judge_diff_text
 from sparkdoctor.mods.model import (
     FileVerdict,
     ModError,
@@ -31,6 +31,7 @@ from sparkdoctor.mods.trees import Tree, read_regular
 DIFF_SUFFIXES = (".patch", ".diff")
 SCRIPT_SUFFIXES = (".py", ".sh")
 MAX_MOD_FILES = 200
+MAX_MOD_BYTES = 32 * 2**20  # its diffs and scripts together (trees.MAX_FILE each): read whole, kept while it is judged
 _NETWORK = re.compile(r"Could not resolve host|Temporary failure in name resolution|Network is unreachable|"
                       r"Name or service not known|curl: \(\d+\)|urlopen error|ConnectionError")
 _IMPORTS_STACK = re.compile(r"No module named '(torch|vllm|flashinfer|triton|cutlass|transformers)[.']")
@@ -75,23 +76,35 @@ def _judge_folder(folder: Path, tree: Tree, timeout: float | None) -> ModResult:
         if len(members) > MAX_MOD_FILES:  # stop walking here: `/` or a home is no mod folder
             raise ModError(f"{folder}: more than {MAX_MOD_FILES} files; a mod folder that large is not read")
     members.sort()
-    diffs = [p for p in members if p.suffix in DIFF_SUFFIXES]
-    texts = [_text(p) for p in members if p.suffix in DIFF_SUFFIXES + SCRIPT_SUFFIXES]
+    read = [p for p in members if p.suffix in DIFF_SUFFIXES + SCRIPT_SUFFIXES]
+    if sum(_size(p) for p in read) > MAX_MOD_BYTES:  # 200 diffs of 32 MiB each held 6 GB while judged
+        raise ModError(f"{folder}: its diffs and scripts hold more than {MAX_MOD_BYTES >> 20} MiB together; a mod "
+                       "folder that large is not read")
+    texts = {p: _text(p) for p in read}
     files: list[FileVerdict] = []
-    for diff in diffs:
-        files += judge_diff_text(_text(diff), tree, diff.relative_to(folder).as_posix())
+    room = Room()  # one budget for all its diffs: 200 diffs of MAX_FILES each are no mod either
+    for diff in (p for p in read if p.suffix in DIFF_SUFFIXES):
+        files += judge_diff_text(texts[diff], tree, diff.relative_to(folder).as_posix(), room)
     entry = folder / "run.sh"
     if entry.is_file():
-        ran = _judge_script(folder.name, folder, folder, ["bash", "run.sh"], texts, tree, ModKind.FOLDER, timeout)
+        ran = _judge_script(folder.name, folder, folder, ["bash", "run.sh"], list(texts.values()), tree, ModKind.FOLDER,
+                            timeout)
         # the static verdict of a diff says why run.sh failed; keep both, the diff's first
         statics = {(f.path, f.source) for f in files}
         files += [f for f in ran.files if (f.path, f.source) not in statics]
         verdicts = [f.verdict for f in files] + [ran.verdict]
         return ModResult(folder.name, str(folder), ModKind.FOLDER, overall(verdicts), ran.detail, files, ran.output_tail)
-    if not diffs:
+    if not any(p.suffix in DIFF_SUFFIXES for p in read):
         raise ModError(f"{folder}: no run.sh and no *.patch/*.diff: nothing here says what the mod does")
     return ModResult(folder.name, str(folder), ModKind.FOLDER, overall([f.verdict for f in files]), _summary(files),
                      files)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # gone or unreadable: _text says which
 
 
 def _summary(files: list[FileVerdict]) -> str:

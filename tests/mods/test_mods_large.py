@@ -1,0 +1,90 @@
+"""Mods too large to be mods, as a cloned recipe repository may hold them: a diff of 3,000 file sections (29 s of
+patch runs before) or 5,000 hunks, a folder whose diffs together pass that, and a folder of diffs of 32 MiB each
+(all read and kept at once: 12 of 21 MiB held 551 MB and took 23 s). Each is said in one verdict or one line, and
+no GNU patch runs for it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from sparkdoctor.mods import Verdict, diffs, judge_mod
+from sparkdoctor.mods.diffs import MAX_FILES, MAX_HUNKS, judge_diff_text
+from sparkdoctor.mods.judge import MAX_MOD_BYTES
+from sparkdoctor.mods.model import ModError
+from tests.mods.test_mods_static import AFTER, BEFORE, make_diff, site
+
+CPU_BOUND_S = 10.0
+
+
+@pytest.fixture(autouse=True)
+def _tools(sandbox_tools):
+    pass
+
+
+@pytest.fixture
+def patch_runs(monkeypatch) -> list[list[str]]:
+    runs: list[list[str]] = []
+    real = diffs.proc.run
+
+    def counted(argv, **kw):
+        runs.append(argv)
+        return real(argv, **kw)
+
+    monkeypatch.setattr(diffs.proc, "run", counted)
+    return runs
+
+
+def test_a_diff_of_more_file_sections_than_a_mod_has_is_not_run_section_by_section(tmp_path, patch_runs):
+    one = make_diff(BEFORE, AFTER)
+    started = time.process_time()
+    files = judge_diff_text(one * (MAX_FILES + 1), site(tmp_path, BEFORE), "many.patch")
+    assert time.process_time() - started < CPU_BOUND_S
+    assert [f.verdict for f in files] == [Verdict.CANNOT_TELL], files[:3]
+    assert f"it edits {MAX_FILES + 1} file(s)" in files[0].detail and patch_runs == []
+
+
+def test_a_diff_of_more_hunks_than_a_mod_has_is_not_run(tmp_path, patch_runs):
+    hunks = "".join(f"@@ -{i},1 +{i},1 @@\n-line {i}\n+line {i}!\n" for i in range(1, MAX_HUNKS + 2))
+    files = judge_diff_text("--- a/vllm/toy.py\n+++ b/vllm/toy.py\n" + hunks, site(tmp_path, BEFORE), "hunks.patch")
+    assert [f.verdict for f in files] == [Verdict.CANNOT_TELL] and patch_runs == [], files
+    assert f"in {MAX_HUNKS + 1} hunk(s)" in files[0].detail
+
+
+def test_a_folders_diffs_share_one_budget(tmp_path, patch_runs):
+    """Each diff under the bound, together over it: the ones past it are not run."""
+    mod = tmp_path / "mod"
+    mod.mkdir()
+    half = make_diff(BEFORE, AFTER) * (MAX_FILES // 2 + 1)
+    (mod / "a.patch").write_text(half)
+    (mod / "b.patch").write_text(half)
+    result = judge_mod(mod, site(tmp_path, BEFORE))
+    by_source = {f.source: f.verdict for f in result.files}
+    assert by_source == {"a.patch": Verdict.APPLIES, "b.patch": Verdict.CANNOT_TELL}, by_source
+    assert len(patch_runs) == MAX_FILES // 2 + 1
+
+
+def test_a_folder_whose_diffs_pass_the_size_of_a_mod_is_one_line_and_not_read(tmp_path, monkeypatch):
+    mod = tmp_path / "mod"
+    mod.mkdir()
+    pad = "# " + "x" * 1000 + "\n"
+    for name in ("a.patch", "b.patch"):
+        (mod / name).write_text(make_diff(BEFORE, AFTER) + pad * (MAX_MOD_BYTES // 2 // len(pad) + 1))
+    from sparkdoctor.mods import judge
+
+    read: list[object] = []
+    real = judge.read_regular
+    monkeypatch.setattr(judge, "read_regular", lambda path: read.append(path) or real(path))
+    with pytest.raises(ModError, match=f"more than {MAX_MOD_BYTES >> 20} MiB together"):
+        judge_mod(mod, site(tmp_path, BEFORE))
+    assert read == []
+
+
+def test_a_community_sized_folder_is_judged_as_before(tmp_path):
+    mod = tmp_path / "mod"
+    mod.mkdir()
+    (mod / "fix.patch").write_text(make_diff(BEFORE, AFTER))
+    (mod / "run.sh").write_text("#!/bin/bash\nset -e\npatch -p1 -d /usr/local/lib/python3.12/dist-packages < fix.patch\n")
+    result = judge_mod(mod, site(tmp_path, BEFORE))
+    assert result.verdict is Verdict.APPLIES, result
