@@ -127,8 +127,9 @@ def _judge_script(name: str, path: Path, mod_dir: Path, argv: list[str], texts: 
     files += [FileVerdict(rel, Verdict.APPLIES, "created by the script", source=source) for rel in run.created
               if not rel.endswith((".rej", ".orig"))]
     files += [FileVerdict(rel, Verdict.APPLIES, "removed by the script", source=source) for rel in run.removed]
-    if result.timed_out:
-        verdict, detail = Verdict.FAILS, f"{source} hung: {result.describe_failure()}"
+    if result.timed_out:  # said of the script: the sandbox's own programs (bwrap, setpriv) are no mod's
+        after = result.limit if result.limit is not None else result.seconds
+        verdict, detail = Verdict.FAILS, f"{source} hung: still running after {after:.1f}s, its time limit (--timeout)"
     elif result.stopped and result.stopped.startswith(scratch_watch.DISK_FILLED):  # maybe not its doing
         verdict, detail = Verdict.CANNOT_TELL, f"{source} was stopped: {result.stopped}"
     elif result.stopped:
