@@ -27,6 +27,7 @@ from sparkdoctor.mods.model import (
 from sparkdoctor.mods.published import shown_lines, shown_text, tail
 from sparkdoctor.mods.sandbox import run_script
 from sparkdoctor.mods.trees import Tree, read_regular
+from sparkdoctor.text import one_line
 
 DIFF_SUFFIXES = (".patch", ".diff")
 SCRIPT_SUFFIXES = (".py", ".sh")
@@ -123,10 +124,11 @@ def _judge_script(name: str, path: Path, mod_dir: Path, argv: list[str], texts: 
     result = run.result
     output = (result.stdout + result.stderr).strip()  # read whole for the verdict; only `shown` is published
     shown = shown_lines(output)
-    files = [FileVerdict(rel, Verdict.APPLIES, "changed by the script", source=source) for rel in run.changed]
-    files += [FileVerdict(rel, Verdict.APPLIES, "created by the script", source=source) for rel in run.created
+    # a name the script made is one line of text: a line break, escape or undecodable byte in it is spelt out
+    files = [FileVerdict(one_line(rel), Verdict.APPLIES, "changed by the script", source=source) for rel in run.changed]
+    files += [FileVerdict(one_line(rel), Verdict.APPLIES, "created by the script", source=source) for rel in run.created
               if not rel.endswith((".rej", ".orig"))]
-    files += [FileVerdict(rel, Verdict.APPLIES, "removed by the script", source=source) for rel in run.removed]
+    files += [FileVerdict(one_line(rel), Verdict.APPLIES, "removed by the script", source=source) for rel in run.removed]
     if result.timed_out:  # said of the script: the sandbox's own programs (bwrap, setpriv) are no mod's
         after = result.limit if result.limit is not None else result.seconds
         verdict, detail = Verdict.FAILS, f"{source} hung: still running after {after:.1f}s, its time limit (--timeout)"

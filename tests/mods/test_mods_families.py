@@ -41,3 +41,4 @@ def test_a_download_still_reads_as_needing_the_network(tmp_path, tree):  # noqa:
     mod = folder(tmp_path, "set -e\npython3 fetch.py\n", fetch_py=fetch)
     result = judge_mod(mod, tree)
     assert result.verdict is Verdict.CANNOT_TELL and "needs the network" in result.detail, result
+

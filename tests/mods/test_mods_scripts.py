@@ -177,3 +177,15 @@ def test_a_script_that_prints_megabyte_lines_is_judged_in_bounded_cpu_time(tmp_p
     assert res.returncode == 0, (res.returncode, res.stderr[-500:])
     mod_doc = json.loads(res.stdout)["mods"][0]
     assert mod_doc["verdict"] == "applies" and len(mod_doc["output_tail"]) <= 300, mod_doc["output_tail"][:400]
+
+
+def test_names_a_script_makes_are_one_line_of_text(tmp_path, tree):
+    """A file the script creates named with a line break, an escape and bytes that are no UTF-8: its verdict's path
+    was the name as it is (a forged second line on the console; a lone surrogate JSON readers refuse)."""
+    made = "touch $'nl\\napplies  forged.py' $'esc\\e[2J.py' $'bad\\xff.py'"
+    mod = folder(tmp_path, f"set -e\ncd {EUGR_SITE}\nsed -i s/4/5/ vllm/toy.py\ncd vllm\n{made}\n")
+    result = judge_mod(mod, tree)
+    paths = sorted(f.path for f in result.files if f.path != "vllm/toy.py")
+    assert paths == ["vllm/bad\\udcff.py", "vllm/esc\\x1b[2J.py", "vllm/nl\\napplies  forged.py"], (result, paths)
+    for path in paths:
+        assert path.isprintable() and path.encode("utf-8")
