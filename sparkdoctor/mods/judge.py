@@ -61,8 +61,9 @@ def judge_mod(path: Path, tree: Tree, timeout: float | None = None) -> ModResult
         files = judge_diff_text(_text(path), tree, path.name)
         return ModResult(name, str(path), ModKind.DIFF, overall([f.verdict for f in files]), _summary(files), files)
     if path.suffix in SCRIPT_SUFFIXES:
-        runner = ["python3", path.name] if path.suffix == ".py" else ["bash", path.name]
-        return _judge_script(name, path, path.parent, runner, [_text(path)], tree, ModKind.SCRIPT, timeout)
+        named = f"./{path.name}" if path.name.startswith("-") else path.name  # a name, never an option of the runner
+        runner = ["python3", named] if path.suffix == ".py" else ["bash", named]
+        return _judge_script(name, path, path, runner, [_text(path)], tree, ModKind.SCRIPT, timeout)  # copied alone
     raise ModError(f"{path}: not a mod sparkdoctor reads (a folder, *.patch, *.diff, *.py or *.sh)")
 
 

@@ -146,8 +146,13 @@ def _system_path(path: str) -> bool:
 
 
 def _copy_mod(mod_dir: Path, work: Path) -> None:
-    """The mod folder copied (links as links); a FIFO, device or socket in it is refused in one line, not
-    opened (copying one would block or fail half-way)."""
+    """The mod folder copied (links as links), or a mod that is one script copied alone (the folder it lies in is
+    no part of it: `mods check ~/fix.sh` gave the script the home, ~/.ssh with it); a FIFO, device or socket in it
+    is refused in one line, not opened (copying one would block or fail half-way)."""
+    if not mod_dir.is_dir():
+        work.mkdir()
+        shutil.copy2(mod_dir, work / mod_dir.name, follow_symlinks=False)
+        return
     for folder, dirs, names in os.walk(mod_dir):
         for name in [*dirs, *names]:
             mode = os.lstat(os.path.join(folder, name)).st_mode
@@ -237,8 +242,8 @@ def sandbox_argv(scratch: Path, mounts: list[str], seccomp_fd: int, cwd: Path, n
 
 def run_script(argv_in_mod: list[str], mod_dir: Path, texts: list[str], tree: Tree,
                timeout: float = SCRIPT_TIMEOUT) -> ScriptRun:
-    """Run `argv_in_mod` (e.g. ["bash", "run.sh"]) from a scratch copy of `mod_dir`, against a scratch copy of
-    the files the mod names, and report what changed."""
+    """Run `argv_in_mod` (e.g. ["bash", "run.sh"]) from a scratch copy of `mod_dir` (a mod folder, or a script alone),
+    against a scratch copy of the files the mod names, and report what changed."""
     why = sandbox_available()
     if why:
         return ScriptRun(None, refused=why)

@@ -42,3 +42,16 @@ def test_a_download_still_reads_as_needing_the_network(tmp_path, tree):  # noqa:
     result = judge_mod(mod, tree)
     assert result.verdict is Verdict.CANNOT_TELL and "needs the network" in result.detail, result
 
+
+
+def test_a_script_mod_is_copied_alone_never_the_folder_it_lies_in(tmp_path, tree):  # noqa: F811
+    """`mods check ~/fix.sh` copied the whole folder the script lies in into the sandbox: the home, with ~/.ssh and
+    ~/.aws, reached the script (and so did a whole /tmp, or a recipe repository of any size)."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("canary-key\n")
+    (home / "notes.txt").write_text("canary-notes\n")
+    script = home / "fix.sh"
+    script.write_text("set -e\nls -A >&2\n[ \"$(ls -A)\" = fix.sh ] || exit 7\n")
+    result = judge_mod(script, tree)
+    assert result.verdict is Verdict.NO_EFFECT, result

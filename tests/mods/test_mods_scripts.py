@@ -189,3 +189,17 @@ def test_names_a_script_makes_are_one_line_of_text(tmp_path, tree):
     assert paths == ["vllm/bad\\udcff.py", "vllm/esc\\x1b[2J.py", "vllm/nl\\napplies  forged.py"], (result, paths)
     for path in paths:
         assert path.isprintable() and path.encode("utf-8")
+
+
+@pytest.mark.parametrize("name", ["-x.sh", "-c.py"])
+def test_a_script_named_like_an_option_is_run_as_a_file(tmp_path, tree, name):
+    """`bash -x.sh` and `python3 -c.py` read the name as options ("bash: -.: invalid option", a SyntaxError): a
+    script that applies was judged `fails`."""
+    script = tmp_path / name
+    if name.endswith(".py"):
+        script.write_text(f"import pathlib\np = pathlib.Path('{EUGR_SITE}/vllm/toy.py')\n"
+                          "p.write_text(p.read_text().replace('splits = 4', 'splits = 5'))\n")
+    else:
+        script.write_text(f"sed -i s/4/5/ {EUGR_SITE}/vllm/toy.py\n")
+    result = judge_mod(script, tree)
+    assert result.verdict is Verdict.APPLIES, result
