@@ -1,7 +1,8 @@
-"""A mod's script makes only the sockets its network namespace confines, for real under bwrap: AF_VSOCK (which a
-network namespace does not confine; on a virtual machine it reaches the hypervisor's services) fails with EPERM like
-a unix socket, whether or not this kernel has vsock; TCP and getaddrinfo's netlink still work (a download fails as
-"Network is unreachable", and the verdict says the mod needs the network)."""
+"""What a mod's script can reach, for real under bwrap: only the sockets its network namespace confines (AF_VSOCK,
+which a network namespace does not confine and which on a virtual machine reaches the hypervisor's services, fails
+with EPERM like a unix socket, whether or not this kernel has vsock; TCP and getaddrinfo's netlink still work, so a
+download fails as "Network is unreachable" and the verdict says the mod needs the network), and of the files beside
+a script mod, none."""
 
 from __future__ import annotations
 
