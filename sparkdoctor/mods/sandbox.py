@@ -34,7 +34,7 @@ from sparkdoctor import proc
 from sparkdoctor.inputs import TooBig, read_bytes
 from sparkdoctor.mods import scratch_watch, seccomp
 from sparkdoctor.mods.model import ModError
-from sparkdoctor.mods.trees import MAX_FILE, Tree
+from sparkdoctor.mods.trees import MAX_FILE, NotPatchable, Tree
 
 SCRIPT_TIMEOUT = 60.0
 DEFAULT_SITE = "/usr/local/lib/python3.12/dist-packages"  # where eugr's images keep vLLM
@@ -260,7 +260,10 @@ def run_script(argv_in_mod: list[str], mod_dir: Path, texts: list[str], tree: Tr
         _copy_mod(mod_dir, work)
         missing = []
         for rel in referenced_files(texts):
-            data = tree.read(rel)
+            try:
+                data = tree.read(rel)
+            except NotPatchable as exc:  # that mod's verdict, as for a diff: the other mods are still judged
+                return ScriptRun(None, refused=f"it names {rel}, which in {tree.label} {exc.why}: not run")
             if data is None:
                 missing.append(rel)
                 continue

@@ -88,3 +88,19 @@ def test_a_community_sized_folder_is_judged_as_before(tmp_path):
     (mod / "run.sh").write_text("#!/bin/bash\nset -e\npatch -p1 -d /usr/local/lib/python3.12/dist-packages < fix.patch\n")
     result = judge_mod(mod, site(tmp_path, BEFORE))
     assert result.verdict is Verdict.APPLIES, result
+
+
+def test_a_script_naming_a_file_too_large_to_edit_is_that_mods_verdict(tmp_path, patch_runs):
+    """A diff naming a target file over 32 MiB is that file's `cannot-tell`; a script naming one stopped the whole
+    run (exit 2), and the mods after it were never judged."""
+    from sparkdoctor.mods.trees import MAX_FILE
+    from tests.mods.test_mods_scripts import EUGR_SITE
+
+    tree = site(tmp_path, BEFORE)
+    with open(tree.dirs[0] / "vllm" / "huge.py", "wb") as fh:
+        fh.truncate(MAX_FILE + 1)
+    script = tmp_path / "fix.sh"
+    script.write_text(f"sed -i s/4/5/ {EUGR_SITE}/vllm/toy.py {EUGR_SITE}/vllm/huge.py\n")
+    result = judge_mod(script, tree)
+    assert result.verdict is Verdict.CANNOT_TELL, result
+    assert result.detail.startswith("it names vllm/huge.py, which in ") and "not run" in result.detail, result.detail
