@@ -104,3 +104,22 @@ def test_a_script_naming_a_file_too_large_to_edit_is_that_mods_verdict(tmp_path,
     result = judge_mod(script, tree)
     assert result.verdict is Verdict.CANNOT_TELL, result
     assert result.detail.startswith("it names vllm/huge.py, which in ") and "not run" in result.detail, result.detail
+
+
+@pytest.mark.parametrize("named", ["files", "sites"])
+def test_a_script_naming_more_than_a_mod_names_is_not_run(tmp_path, named, monkeypatch):
+    """20,000 file names in a script's comment were each read from the target (20 s against a release), and 5,000
+    site folders passed bwrap's argument limit: the mod "failed" with bwrap's message."""
+    from sparkdoctor.mods import sandbox
+
+    names = (" ".join(f"vllm/m{i}.py" for i in range(sandbox.MAX_NAMED_FILES + 1)) if named == "files"
+             else " ".join(f"/s{i}/site-packages" for i in range(sandbox.MAX_NAMED_SITES + 1)))
+    script = tmp_path / "fix.sh"
+    script.write_text(f"# {names}\nsed -i s/4/5/ /usr/local/lib/python3.12/dist-packages/vllm/toy.py\n")
+    tree = site(tmp_path, BEFORE)
+    reads: list[str] = []
+    real = tree.read
+    monkeypatch.setattr(tree, "read", lambda rel: reads.append(rel) or real(rel))
+    result = judge_mod(script, tree)
+    assert result.verdict is Verdict.CANNOT_TELL and result.detail.endswith("at most; not run"), result
+    assert reads == []
