@@ -32,6 +32,7 @@ from sparkdoctor.text import one_line
 DIFF_SUFFIXES = (".patch", ".diff")
 SCRIPT_SUFFIXES = (".py", ".sh")
 MAX_MOD_FILES = 200
+MAX_MOD_ENTRIES = 1000  # its files, folders and links: 150,000 dangling links took 36 s to copy into the scratch
 MAX_MOD_BYTES = 32 * 2**20  # its diffs and scripts together (trees.MAX_FILE each): read whole, kept while it is judged
 _NETWORK = re.compile(r"Could not resolve host|Temporary failure in name resolution|Network is unreachable|"
                       r"Name or service not known|curl: \(\d+\)|urlopen error|ConnectionError")
@@ -73,10 +74,15 @@ def _unreadable(exc: OSError) -> None:
 
 def _judge_folder(folder: Path, tree: Tree, timeout: float | None) -> ModResult:
     members = []
-    for sub, _dirs, names in os.walk(folder, onerror=_unreadable):  # links to folders are not followed
+    entries = 0
+    for sub, dirs, names in os.walk(folder, onerror=_unreadable):  # links to folders are not followed
         members += [Path(sub) / n for n in names if (Path(sub) / n).is_file()]
+        entries += len(dirs) + len(names)
         if len(members) > MAX_MOD_FILES:  # stop walking here: `/` or a home is no mod folder
             raise ModError(f"{folder}: more than {MAX_MOD_FILES} files; a mod folder that large is not read")
+        if entries > MAX_MOD_ENTRIES:  # folders and links, which are no files, are copied into the sandbox too
+            raise ModError(f"{folder}: more than {MAX_MOD_ENTRIES} files, folders and links; a mod folder that large "
+                           "is not read")
     members.sort()
     read = [p for p in members if p.suffix in DIFF_SUFFIXES + SCRIPT_SUFFIXES]
     if sum(_size(p) for p in read) > MAX_MOD_BYTES:  # 200 diffs of 32 MiB each held 6 GB while judged

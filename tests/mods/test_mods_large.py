@@ -123,3 +123,21 @@ def test_a_script_naming_more_than_a_mod_names_is_not_run(tmp_path, named, monke
     result = judge_mod(script, tree)
     assert result.verdict is Verdict.CANNOT_TELL and result.detail.endswith("at most; not run"), result
     assert reads == []
+
+
+def test_a_folder_of_links_and_folders_is_bounded_like_one_of_files(tmp_path, monkeypatch):
+    """200 files was the bound, and links (dangling, or to folders) and folders are no files: 150,000 dangling links
+    were walked and copied into the scratch folder (36 s)."""
+    from sparkdoctor.mods import sandbox
+    from sparkdoctor.mods.judge import MAX_MOD_ENTRIES
+
+    mod = tmp_path / "mod"
+    mod.mkdir()
+    (mod / "run.sh").write_text("#!/bin/bash\nsed -i s/4/5/ /usr/local/lib/python3.12/dist-packages/vllm/toy.py\n")
+    for i in range(MAX_MOD_ENTRIES + 1):
+        (mod / f"l{i}").symlink_to(f"/nonexistent/{i}")
+    copied: list[object] = []
+    monkeypatch.setattr(sandbox, "_copy_mod", lambda *a: copied.append(a))
+    with pytest.raises(ModError, match="more than 1000 files, folders and links"):
+        judge_mod(mod, site(tmp_path, BEFORE))
+    assert copied == []
