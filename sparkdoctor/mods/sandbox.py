@@ -23,7 +23,6 @@ import glob
 import hashlib
 import os
 import platform
-import re
 import shutil
 import stat
 import tempfile
@@ -32,15 +31,12 @@ from pathlib import Path
 
 from sparkdoctor import proc
 from sparkdoctor.inputs import TooBig, read_bytes
-from sparkdoctor.mods import scratch_watch, seccomp
+from sparkdoctor.mods import named, scratch_watch, seccomp
 from sparkdoctor.mods.model import ModError
 from sparkdoctor.mods.trees import MAX_FILE, NotPatchable, Tree
 
 SCRIPT_TIMEOUT = 60.0
 DEFAULT_SITE = "/usr/local/lib/python3.12/dist-packages"  # where eugr's images keep vLLM
-_SITE_PATH = re.compile(r"(/[\w.+-]+(?:/[\w.+-]+)*/(?:site|dist)-packages)(?=[/\s\"']|$)")
-_PKG_FILE = re.compile(r"(?:(?:site|dist)-packages/|\b)((?:vllm|flashinfer|cutlass|triton|torch|transformers|"
-                       r"compressed_tensors|nvidia)/[\w/.-]+\.(?:py|pyi|json|jinja|txt|cfg|toml|yaml))")
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # read-only, as they are
 # What programs read from /etc to start and to find names (not secrets, not credentials: no shadow, sudoers, ssh,
 # pip.conf, environment, gitconfig): each bound read-only when it exists. passwd and group are written fresh.
@@ -100,14 +96,14 @@ def referenced_files(texts: list[str]) -> list[str]:
     """Site-relative files a script (and the files beside it) name."""
     out: dict[str, None] = {}
     for text in texts:
-        for m in _PKG_FILE.finditer(text):
-            if ".." not in m.group(1).split("/"):  # `vllm/../../x.py` would be copied to outside the scratch folder
-                out.setdefault(m.group(1))
+        for rel in named.package_files(text):
+            if ".." not in rel.split("/"):  # `vllm/../../x.py` would be copied to outside the scratch folder
+                out.setdefault(rel)
     return list(out)
 
 
 def site_paths(texts: list[str]) -> list[str]:
-    found = dict.fromkeys(m.group(1) for t in texts for m in _SITE_PATH.finditer(t))
+    found = dict.fromkeys(path for t in texts for path in named.site_folders(t))
     return list(found) or [DEFAULT_SITE]
 
 
