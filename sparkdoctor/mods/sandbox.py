@@ -33,7 +33,7 @@ from sparkdoctor import proc
 from sparkdoctor.inputs import TooBig, read_bytes
 from sparkdoctor.mods import named, scratch_watch, seccomp
 from sparkdoctor.mods.model import ModError
-from sparkdoctor.mods.trees import MAX_FILE, NotPatchable, Tree
+from sparkdoctor.mods.trees import MAX_FILE, NotPatchable, Tree, fits_a_path
 
 SCRIPT_TIMEOUT = 60.0
 DEFAULT_SITE = "/usr/local/lib/python3.12/dist-packages"  # where eugr's images keep vLLM
@@ -97,7 +97,7 @@ def referenced_files(texts: list[str]) -> list[str]:
     out: dict[str, None] = {}
     for text in texts:
         for rel in named.package_files(text):
-            if ".." not in rel.split("/"):  # `vllm/../../x.py` would be copied to outside the scratch folder
+            if ".." not in rel.split("/") and fits_a_path(rel):  # `vllm/../../x.py` would be copied outside the scratch
                 out.setdefault(rel)
     return list(out)
 

@@ -141,3 +141,23 @@ def test_a_folder_of_links_and_folders_is_bounded_like_one_of_files(tmp_path, mo
     with pytest.raises(ModError, match="more than 1000 files, folders and links"):
         judge_mod(mod, site(tmp_path, BEFORE))
     assert copied == []
+
+
+def test_a_file_name_longer_than_a_path_is_that_files_verdict(tmp_path):
+    """A header naming `vllm/vllm/.../x.py` (10,000 components) stopped the run (exit 2, "File name too long", the
+    70 KB name in one error line), and one of 1,000,000 components ran past 10 minutes resolving it."""
+    from tests.mods.test_mods_static import write
+
+    name = "a/" + "vllm/" * 10_000 + "x.py"
+    diff = write(tmp_path, "long.patch", f"--- {name}\n+++ {name}\n@@ -1 +1 @@\n-x = 1\n+x = 2\n")
+    started = time.process_time()
+    result = judge_mod(diff, site(tmp_path, BEFORE))
+    assert time.process_time() - started < CPU_BOUND_S
+    assert result.verdict is Verdict.FAILS and len(result.detail) < 600, result.detail[:600]
+    assert "longer than a path can be" in result.detail
+
+
+def test_a_script_naming_a_file_longer_than_a_path_never_looks_it_up(tmp_path, monkeypatch):
+    from sparkdoctor.mods.sandbox import referenced_files
+
+    assert referenced_files(["vllm/" + "a/" * 3000 + "x.py", "vllm/" + "b" * 300 + ".py", "vllm/ok.py"]) == ["vllm/ok.py"]
