@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from unidiff.constants import DEV_NULL
@@ -23,12 +24,26 @@ from sparkdoctor.mods.trees import NotPatchable, Tree, refused_path, site_relati
 from sparkdoctor.text import one_line
 
 PATCH_TIMEOUT = 30.0
+# What one mod (a diff, or a folder's diffs together) is judged for: each file costs GNU patch runs, each hunk patch's
+# time and the searches here. A community mod edits a few files in a few dozen hunks; a hostile one in a cloned
+# recipe repository held 3,000 file sections (29 s) or 100,000 hunks (64 s) in a few MB, and a folder 200 such diffs.
+MAX_FILES = 256
+MAX_HUNKS = 4096
+
+
+@dataclass
+class Room:
+    """What is left of one mod's MAX_FILES and MAX_HUNKS, used up by each diff judged."""
+
+    files: int = MAX_FILES
+    hunks: int = MAX_HUNKS
 _HUNK_FAILED = re.compile(r"Hunk #(\d+) FAILED at (\d+)")
 _HUNK_MOVED = re.compile(r"Hunk #(\d+) succeeded at (\d+)(?: with fuzz (\d+))?(?: \(offset (-?\d+) lines?\))?")
 
 
-def judge_diff_text(text: str, tree: Tree, source: str) -> list[FileVerdict]:
-    """One verdict per file the diff touches; a diff patch cannot read is one FAILS line, not an exception."""
+def judge_diff_text(text: str, tree: Tree, source: str, room: Room | None = None) -> list[FileVerdict]:
+    """One verdict per file the diff touches; a diff patch cannot read is one FAILS line, not an exception; a diff
+    larger than what is left of its mod's `room` is one CANNOT_TELL line, and nothing of it is run."""
     try:
         patchset = PatchSet(text)
     except (UnidiffParseError, ValueError, IndexError) as exc:  # ValueError: a hunk header's 5000-digit number
@@ -37,6 +52,13 @@ def judge_diff_text(text: str, tree: Tree, source: str) -> list[FileVerdict]:
                             source=source)]
     if not len(patchset):
         return [FileVerdict("", Verdict.FAILS, "no file changes in it (an empty or non-unified diff)", source=source)]
+    room = room or Room()
+    files, hunks = len(patchset), sum(len(pf) for pf in patchset)
+    if files > room.files or hunks > room.hunks:
+        return [FileVerdict("", Verdict.CANNOT_TELL, f"it edits {files} file(s) in {hunks} hunk(s): one mod is judged "
+                            f"for {MAX_FILES} files and {MAX_HUNKS} hunks at most, all its diffs together; not judged",
+                            source=source)]
+    room.files, room.hunks = room.files - files, room.hunks - hunks
     if shutil.which("patch") is None:
         return [FileVerdict(site_relative(p.path), Verdict.CANNOT_TELL, "GNU patch is not installed here",
                             source=source) for p in patchset]

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from sparkdoctor.mods import scratch_watch
-from sparkdoctor.mods.diffs import judge_diff_text
+from sparkdoctor.mods.diffs import Room, judge_diff_text
 from sparkdoctor.mods.model import (
     FileVerdict,
     ModError,
@@ -27,10 +27,13 @@ from sparkdoctor.mods.model import (
 from sparkdoctor.mods.published import shown_lines, shown_text, tail
 from sparkdoctor.mods.sandbox import run_script
 from sparkdoctor.mods.trees import Tree, read_regular
+from sparkdoctor.text import one_line
 
 DIFF_SUFFIXES = (".patch", ".diff")
 SCRIPT_SUFFIXES = (".py", ".sh")
 MAX_MOD_FILES = 200
+MAX_MOD_ENTRIES = 1000  # its files, folders and links: 150,000 dangling links took 36 s to copy into the scratch
+MAX_MOD_BYTES = 32 * 2**20  # its diffs and scripts together (trees.MAX_FILE each): read whole, kept while it is judged
 _NETWORK = re.compile(r"Could not resolve host|Temporary failure in name resolution|Network is unreachable|"
                       r"Name or service not known|curl: \(\d+\)|urlopen error|ConnectionError")
 _IMPORTS_STACK = re.compile(r"No module named '(torch|vllm|flashinfer|triton|cutlass|transformers)[.']")
@@ -59,8 +62,9 @@ def judge_mod(path: Path, tree: Tree, timeout: float | None = None) -> ModResult
         files = judge_diff_text(_text(path), tree, path.name)
         return ModResult(name, str(path), ModKind.DIFF, overall([f.verdict for f in files]), _summary(files), files)
     if path.suffix in SCRIPT_SUFFIXES:
-        runner = ["python3", path.name] if path.suffix == ".py" else ["bash", path.name]
-        return _judge_script(name, path, path.parent, runner, [_text(path)], tree, ModKind.SCRIPT, timeout)
+        named = f"./{path.name}" if path.name.startswith("-") else path.name  # a name, never an option of the runner
+        runner = ["python3", named] if path.suffix == ".py" else ["bash", named]
+        return _judge_script(name, path, path, runner, [_text(path)], tree, ModKind.SCRIPT, timeout)  # copied alone
     raise ModError(f"{path}: not a mod sparkdoctor reads (a folder, *.patch, *.diff, *.py or *.sh)")
 
 
@@ -70,28 +74,45 @@ def _unreadable(exc: OSError) -> None:
 
 def _judge_folder(folder: Path, tree: Tree, timeout: float | None) -> ModResult:
     members = []
-    for sub, _dirs, names in os.walk(folder, onerror=_unreadable):  # links to folders are not followed
+    entries = 0
+    for sub, dirs, names in os.walk(folder, onerror=_unreadable):  # links to folders are not followed
         members += [Path(sub) / n for n in names if (Path(sub) / n).is_file()]
+        entries += len(dirs) + len(names)
         if len(members) > MAX_MOD_FILES:  # stop walking here: `/` or a home is no mod folder
             raise ModError(f"{folder}: more than {MAX_MOD_FILES} files; a mod folder that large is not read")
+        if entries > MAX_MOD_ENTRIES:  # folders and links, which are no files, are copied into the sandbox too
+            raise ModError(f"{folder}: more than {MAX_MOD_ENTRIES} files, folders and links; a mod folder that large "
+                           "is not read")
     members.sort()
-    diffs = [p for p in members if p.suffix in DIFF_SUFFIXES]
-    texts = [_text(p) for p in members if p.suffix in DIFF_SUFFIXES + SCRIPT_SUFFIXES]
+    read = [p for p in members if p.suffix in DIFF_SUFFIXES + SCRIPT_SUFFIXES]
+    if sum(_size(p) for p in read) > MAX_MOD_BYTES:  # 200 diffs of 32 MiB each held 6 GB while judged
+        raise ModError(f"{folder}: its diffs and scripts hold more than {MAX_MOD_BYTES >> 20} MiB together; a mod "
+                       "folder that large is not read")
+    texts = {p: _text(p) for p in read}
     files: list[FileVerdict] = []
-    for diff in diffs:
-        files += judge_diff_text(_text(diff), tree, diff.relative_to(folder).as_posix())
+    room = Room()  # one budget for all its diffs: 200 diffs of MAX_FILES each are no mod either
+    for diff in (p for p in read if p.suffix in DIFF_SUFFIXES):
+        files += judge_diff_text(texts[diff], tree, diff.relative_to(folder).as_posix(), room)
     entry = folder / "run.sh"
     if entry.is_file():
-        ran = _judge_script(folder.name, folder, folder, ["bash", "run.sh"], texts, tree, ModKind.FOLDER, timeout)
+        ran = _judge_script(folder.name, folder, folder, ["bash", "run.sh"], list(texts.values()), tree, ModKind.FOLDER,
+                            timeout)
         # the static verdict of a diff says why run.sh failed; keep both, the diff's first
         statics = {(f.path, f.source) for f in files}
         files += [f for f in ran.files if (f.path, f.source) not in statics]
         verdicts = [f.verdict for f in files] + [ran.verdict]
         return ModResult(folder.name, str(folder), ModKind.FOLDER, overall(verdicts), ran.detail, files, ran.output_tail)
-    if not diffs:
+    if not any(p.suffix in DIFF_SUFFIXES for p in read):
         raise ModError(f"{folder}: no run.sh and no *.patch/*.diff: nothing here says what the mod does")
     return ModResult(folder.name, str(folder), ModKind.FOLDER, overall([f.verdict for f in files]), _summary(files),
                      files)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # gone or unreadable: _text says which
 
 
 def _summary(files: list[FileVerdict]) -> str:
@@ -110,12 +131,14 @@ def _judge_script(name: str, path: Path, mod_dir: Path, argv: list[str], texts: 
     result = run.result
     output = (result.stdout + result.stderr).strip()  # read whole for the verdict; only `shown` is published
     shown = shown_lines(output)
-    files = [FileVerdict(rel, Verdict.APPLIES, "changed by the script", source=source) for rel in run.changed]
-    files += [FileVerdict(rel, Verdict.APPLIES, "created by the script", source=source) for rel in run.created
+    # a name the script made is one line of text: a line break, escape or undecodable byte in it is spelt out
+    files = [FileVerdict(one_line(rel), Verdict.APPLIES, "changed by the script", source=source) for rel in run.changed]
+    files += [FileVerdict(one_line(rel), Verdict.APPLIES, "created by the script", source=source) for rel in run.created
               if not rel.endswith((".rej", ".orig"))]
-    files += [FileVerdict(rel, Verdict.APPLIES, "removed by the script", source=source) for rel in run.removed]
-    if result.timed_out:
-        verdict, detail = Verdict.FAILS, f"{source} hung: {result.describe_failure()}"
+    files += [FileVerdict(one_line(rel), Verdict.APPLIES, "removed by the script", source=source) for rel in run.removed]
+    if result.timed_out:  # said of the script: the sandbox's own programs (bwrap, setpriv) are no mod's
+        after = result.limit if result.limit is not None else result.seconds
+        verdict, detail = Verdict.FAILS, f"{source} hung: still running after {after:.1f}s, its time limit (--timeout)"
     elif result.stopped and result.stopped.startswith(scratch_watch.DISK_FILLED):  # maybe not its doing
         verdict, detail = Verdict.CANNOT_TELL, f"{source} was stopped: {result.stopped}"
     elif result.stopped:

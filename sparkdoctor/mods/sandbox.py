@@ -6,7 +6,8 @@ passwd and group of two lines; never shadow, gshadow, sudoers, ssh host keys, pi
 /run, /var/run, /tmp, /var/tmp, /root and /home are empty tmpfs: no home, no agent socket, no docker.sock.
 It has no network, its own host name and process tree (everything it forks dies with it), no capabilities,
 a time limit, bounded memory in its tmpfs folders and bounded disk in its scratch folder (scratch_watch), and a
-seccomp filter (sparkdoctor.mods.seccomp) that refuses unix sockets, so no socket file
+seccomp filter (sparkdoctor.mods.seccomp) that refuses unix sockets and every family a network namespace does not
+confine (AF_VSOCK), so no socket file
 can be reached even where one is visible. The scratch copy of the site folder is the only writable place,
 mounted at every site path the script names (so a script that edits
 /usr/local/lib/python3.12/dist-packages/vllm/... edits the copy). Without bwrap, or on a machine whose
@@ -22,7 +23,6 @@ import glob
 import hashlib
 import os
 import platform
-import re
 import shutil
 import stat
 import tempfile
@@ -31,15 +31,12 @@ from pathlib import Path
 
 from sparkdoctor import proc
 from sparkdoctor.inputs import TooBig, read_bytes
-from sparkdoctor.mods import scratch_watch, seccomp
+from sparkdoctor.mods import named, scratch_watch, seccomp
 from sparkdoctor.mods.model import ModError
-from sparkdoctor.mods.trees import MAX_FILE, Tree
+from sparkdoctor.mods.trees import MAX_FILE, NotPatchable, Tree, fits_a_path
 
 SCRIPT_TIMEOUT = 60.0
 DEFAULT_SITE = "/usr/local/lib/python3.12/dist-packages"  # where eugr's images keep vLLM
-_SITE_PATH = re.compile(r"(/[\w.+-]+(?:/[\w.+-]+)*/(?:site|dist)-packages)(?=[/\s\"']|$)")
-_PKG_FILE = re.compile(r"(?:(?:site|dist)-packages/|\b)((?:vllm|flashinfer|cutlass|triton|torch|transformers|"
-                       r"compressed_tensors|nvidia)/[\w/.-]+\.(?:py|pyi|json|jinja|txt|cfg|toml|yaml))")
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # read-only, as they are
 # What programs read from /etc to start and to find names (not secrets, not credentials: no shadow, sudoers, ssh,
 # pip.conf, environment, gitconfig): each bound read-only when it exists. passwd and group are written fresh.
@@ -58,6 +55,8 @@ EMPTY = ("/run", "/var/run", "/tmp", "/var/tmp", "/root", "/home")  # tmpfs: soc
 # tmpfs is memory, unbounded by `ulimit -v`, and by default half the machine's (a Spark's is the GPU's too). /dev
 # itself is read-only.
 TMPFS_BYTES = 256 * 2**20
+MAX_NAMED_FILES = 512  # files of the serving stack a mod's texts name (a community mod names a few)
+MAX_NAMED_SITES = 8  # site folders they name (eugr's mods name one)
 
 
 @dataclass
@@ -97,14 +96,14 @@ def referenced_files(texts: list[str]) -> list[str]:
     """Site-relative files a script (and the files beside it) name."""
     out: dict[str, None] = {}
     for text in texts:
-        for m in _PKG_FILE.finditer(text):
-            if ".." not in m.group(1).split("/"):  # `vllm/../../x.py` would be copied to outside the scratch folder
-                out.setdefault(m.group(1))
+        for rel in named.package_files(text):
+            if ".." not in rel.split("/") and fits_a_path(rel):  # `vllm/../../x.py` would be copied outside the scratch
+                out.setdefault(rel)
     return list(out)
 
 
 def site_paths(texts: list[str]) -> list[str]:
-    found = dict.fromkeys(m.group(1) for t in texts for m in _SITE_PATH.finditer(t))
+    found = dict.fromkeys(path for t in texts for path in named.site_folders(t))
     return list(found) or [DEFAULT_SITE]
 
 
@@ -145,8 +144,13 @@ def _system_path(path: str) -> bool:
 
 
 def _copy_mod(mod_dir: Path, work: Path) -> None:
-    """The mod folder copied (links as links); a FIFO, device or socket in it is refused in one line, not
-    opened (copying one would block or fail half-way)."""
+    """The mod folder copied (links as links), or a mod that is one script copied alone (the folder it lies in is
+    no part of it: `mods check ~/fix.sh` gave the script the home, ~/.ssh with it); a FIFO, device or socket in it
+    is refused in one line, not opened (copying one would block or fail half-way)."""
+    if not mod_dir.is_dir():
+        work.mkdir()
+        shutil.copy2(mod_dir, work / mod_dir.name, follow_symlinks=False)
+        return
     for folder, dirs, names in os.walk(mod_dir):
         for name in [*dirs, *names]:
             mode = os.lstat(os.path.join(folder, name)).st_mode
@@ -234,11 +238,22 @@ def sandbox_argv(scratch: Path, mounts: list[str], seccomp_fd: int, cwd: Path, n
     return [*argv, "--bind", str(scratch), str(scratch), *mounts, "--remount-ro", "/", "--chdir", str(cwd), "--"]
 
 
+def _too_many(texts: list[str]) -> str | None:
+    """Why the names a mod's texts hold are more than a mod's, or None. Each file named is read from the target (over
+    the network for a release), each site folder is a mount (one in a system folder mounts back all its entries):
+    20,000 names took 20 s against a release, and 5,000 site folders passed bwrap's 9,000 arguments ("fails")."""
+    files, sites = len(referenced_files(texts)), len(site_paths(texts))
+    if files > MAX_NAMED_FILES or sites > MAX_NAMED_SITES:
+        return (f"it names {files} file(s) of the serving stack in {sites} site folder(s): a mod is run for "
+                f"{MAX_NAMED_FILES} files in {MAX_NAMED_SITES} site folders at most; not run")
+    return None
+
+
 def run_script(argv_in_mod: list[str], mod_dir: Path, texts: list[str], tree: Tree,
                timeout: float = SCRIPT_TIMEOUT) -> ScriptRun:
-    """Run `argv_in_mod` (e.g. ["bash", "run.sh"]) from a scratch copy of `mod_dir`, against a scratch copy of
-    the files the mod names, and report what changed."""
-    why = sandbox_available()
+    """Run `argv_in_mod` (e.g. ["bash", "run.sh"]) from a scratch copy of `mod_dir` (a mod folder, or a script alone),
+    against a scratch copy of the files the mod names, and report what changed."""
+    why = sandbox_available() or _too_many(texts)
     if why:
         return ScriptRun(None, refused=why)
     program = seccomp.program()
@@ -254,7 +269,10 @@ def run_script(argv_in_mod: list[str], mod_dir: Path, texts: list[str], tree: Tr
         _copy_mod(mod_dir, work)
         missing = []
         for rel in referenced_files(texts):
-            data = tree.read(rel)
+            try:
+                data = tree.read(rel)
+            except NotPatchable as exc:  # that mod's verdict, as for a diff: the other mods are still judged
+                return ScriptRun(None, refused=f"it names {rel}, which in {tree.label} {exc.why}: not run")
             if data is None:
                 missing.append(rel)
                 continue

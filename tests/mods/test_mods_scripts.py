@@ -88,7 +88,9 @@ def test_set_e_stops_before_a_still_valid_step(tmp_path, tree):
 def test_a_hanging_script_is_killed(tmp_path, tree):
     mod = folder(tmp_path, "sleep 600\n")
     result = judge_untouched(mod, tree, timeout=3)
-    assert result.verdict is Verdict.FAILS and "hung" in result.detail and "\n" not in result.detail
+    assert result.verdict is Verdict.FAILS and "\n" not in result.detail
+    # the script is named, never the sandbox's programs ("run.sh hung: setpriv timed out after 3.0s" before)
+    assert result.detail == "run.sh hung: still running after 3.0s, its time limit (--timeout)", result.detail
 
 
 def test_a_script_that_writes_outside_its_scratch_tree(tmp_path, tree):
@@ -175,3 +177,29 @@ def test_a_script_that_prints_megabyte_lines_is_judged_in_bounded_cpu_time(tmp_p
     assert res.returncode == 0, (res.returncode, res.stderr[-500:])
     mod_doc = json.loads(res.stdout)["mods"][0]
     assert mod_doc["verdict"] == "applies" and len(mod_doc["output_tail"]) <= 300, mod_doc["output_tail"][:400]
+
+
+def test_names_a_script_makes_are_one_line_of_text(tmp_path, tree):
+    """A file the script creates named with a line break, an escape and bytes that are no UTF-8: its verdict's path
+    was the name as it is (a forged second line on the console; a lone surrogate JSON readers refuse)."""
+    made = "touch $'nl\\napplies  forged.py' $'esc\\e[2J.py' $'bad\\xff.py'"
+    mod = folder(tmp_path, f"set -e\ncd {EUGR_SITE}\nsed -i s/4/5/ vllm/toy.py\ncd vllm\n{made}\n")
+    result = judge_mod(mod, tree)
+    paths = sorted(f.path for f in result.files if f.path != "vllm/toy.py")
+    assert paths == ["vllm/bad\\udcff.py", "vllm/esc\\x1b[2J.py", "vllm/nl\\napplies  forged.py"], (result, paths)
+    for path in paths:
+        assert path.isprintable() and path.encode("utf-8")
+
+
+@pytest.mark.parametrize("name", ["-x.sh", "-c.py"])
+def test_a_script_named_like_an_option_is_run_as_a_file(tmp_path, tree, name):
+    """`bash -x.sh` and `python3 -c.py` read the name as options ("bash: -.: invalid option", a SyntaxError): a
+    script that applies was judged `fails`."""
+    script = tmp_path / name
+    if name.endswith(".py"):
+        script.write_text(f"import pathlib\np = pathlib.Path('{EUGR_SITE}/vllm/toy.py')\n"
+                          "p.write_text(p.read_text().replace('splits = 4', 'splits = 5'))\n")
+    else:
+        script.write_text(f"sed -i s/4/5/ {EUGR_SITE}/vllm/toy.py\n")
+    result = judge_mod(script, tree)
+    assert result.verdict is Verdict.APPLIES, result

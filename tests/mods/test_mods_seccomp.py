@@ -91,3 +91,24 @@ def test_the_filter_refuses_the_keyring_calls(machine):
     assert program is not None
     for nr in KEYRING_CALLS[machine]:
         assert run(program, seccomp.AUDIT_ARCH[machine], nr) == EPERM
+
+
+AF_NETLINK, AF_VSOCK, AF_PACKET, AF_XDP, AF_ALG, NETLINK_AUDIT = 16, 40, 17, 44, 38, 9
+
+
+@pytest.mark.parametrize("machine", ["aarch64", "x86_64"])
+def test_only_the_families_a_network_namespace_confines_are_made(machine):
+    """AF_VSOCK is not confined by the sandbox's network namespace (on a virtual machine it reaches the hypervisor's
+    services): socket() is allowed for AF_INET, AF_INET6 and NETLINK_ROUTE (getaddrinfo's) and nothing else."""
+    program = seccomp.program(machine)
+    assert program is not None
+    arch = seccomp.AUDIT_ARCH[machine]
+    socket_nr, pair_nr, *_ = seccomp.SYSCALLS[machine]
+    for family in (AF_INET, 10):
+        assert run(program, arch, socket_nr, family, seccomp.SOCK_STREAM) == ALLOW
+        assert run(program, arch, socket_nr, family, SOCK_DGRAM | SOCK_CLOEXEC) == ALLOW
+    assert run(program, arch, socket_nr, AF_NETLINK, 3 | SOCK_CLOEXEC, 0) == ALLOW
+    assert run(program, arch, socket_nr, AF_NETLINK, 3, NETLINK_AUDIT) == EPERM
+    for family in (AF_VSOCK, AF_PACKET, AF_XDP, AF_ALG, 0, 46, 0x10002):  # the kernel reads the low 32 bits
+        assert run(program, arch, socket_nr, family, seccomp.SOCK_STREAM) == EPERM, family
+        assert run(program, arch, pair_nr, family, seccomp.SOCK_STREAM) == EPERM, family
