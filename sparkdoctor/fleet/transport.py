@@ -26,9 +26,16 @@ from sparkdoctor import proc
 from sparkdoctor.fleet import on_node
 
 SSH_CONNECT_TIMEOUT = 10
-# `sh -c BOUNDED sh SECONDS COMMAND...` on a node: COMMAND under coreutils' timeout (TERM at SECONDS, KILL 5 s later),
-# or as it is where the node has no `timeout`
-BOUNDED = 's=$1; shift; if command -v timeout >/dev/null 2>&1; then exec timeout -k 5 "$s" "$@"; fi; exec "$@"'
+# `sh -c BOUNDED sh SECONDS COMMAND...` on a node: COMMAND under coreutils' timeout (TERM at SECONDS, KILL 5 s later).
+# Where the node has no `timeout` (a bare container, a minimal image), POSIX sh alone does the same: COMMAND runs in the
+# background on the script's stdin (fd 3: an asynchronous command's own stdin is /dev/null), and a watchdog that holds
+# none of the session's pipes looks once a second; at SECONDS it sends TERM to the process group (sshd's session: the
+# command, its children, this shell; the watchdog ignores TERM), KILL 5 s later, as `timeout` does to its own group. It
+# ends by itself within a second of COMMAND's end; the shell exits with COMMAND's status.
+BOUNDED = ('s=$1; shift; if command -v timeout >/dev/null 2>&1; then exec timeout -k 5 "$s" "$@"; fi; '
+           'exec 3<&0; "$@" <&3 3<&- & c=$!; exec 3<&-; '
+           '(trap "" TERM; i=0; while kill -0 "$c" 2>/dev/null; do if [ "$i" -ge "$s" ]; then kill -TERM 0; sleep 5; '
+           'kill -KILL 0; fi; sleep 1; i=$((i+1)); done) </dev/null >/dev/null 2>&1 & wait "$c"')
 LOCAL = "local"  # the node that is this machine: no ssh
 
 
