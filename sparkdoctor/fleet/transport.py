@@ -26,16 +26,7 @@ from sparkdoctor import proc
 from sparkdoctor.fleet import on_node
 
 SSH_CONNECT_TIMEOUT = 10
-# `sh -c BOUNDED sh SECONDS COMMAND...` on a node: COMMAND under coreutils' timeout (TERM at SECONDS, KILL 5 s later).
-# Where the node has no `timeout` (a bare container, a minimal image), POSIX sh alone does the same: COMMAND runs in the
-# background on the script's stdin (fd 3: an asynchronous command's own stdin is /dev/null), and a watchdog that holds
-# none of the session's pipes looks once a second; at SECONDS it sends TERM to the process group (sshd's session: the
-# command, its children, this shell; the watchdog ignores TERM), KILL 5 s later, as `timeout` does to its own group. It
-# ends by itself within a second of COMMAND's end; the shell exits with COMMAND's status.
-BOUNDED = ('s=$1; shift; if command -v timeout >/dev/null 2>&1; then exec timeout -k 5 "$s" "$@"; fi; '
-           'exec 3<&0; "$@" <&3 3<&- & c=$!; exec 3<&-; '
-           '(trap "" TERM; i=0; while kill -0 "$c" 2>/dev/null; do if [ "$i" -ge "$s" ]; then kill -TERM 0; sleep 5; '
-           'kill -KILL 0; fi; sleep 1; i=$((i+1)); done) </dev/null >/dev/null 2>&1 & wait "$c"')
+BOUNDED = on_node.BOUNDED  # `sh -c BOUNDED sh SECONDS COMMAND...`: COMMAND stopped on the node at SECONDS
 LOCAL = "local"  # the node that is this machine: no ssh
 
 
@@ -67,9 +58,10 @@ class SshTransport:
             return list(remote)  # this machine: the command line itself, in a subprocess
         return [*self.prefix(node), shlex.join(remote)]
 
-    def remote_argv(self, node: Node, args: list[str]) -> list[str]:
-        if node.container:
-            return [node.runtime, "exec", "-i", node.container, node.python or "python3", *on_node.NODE_FLAGS, "-", *args]
+    def remote_argv(self, node: Node, args: list[str], timeout: float) -> list[str]:
+        if node.container:  # inside the container under its own sh's limit too: its CLI's end stops nothing there
+            return on_node.in_container(node.runtime, node.container, [node.python or "python3", *on_node.NODE_FLAGS, "-",
+                                                                        *args], timeout)
         if node.python:
             return [node.python, *on_node.NODE_FLAGS, "-", *args]
         # as `check` picks: the active venv's interpreter, else python3 on the node's PATH
@@ -79,7 +71,7 @@ class SshTransport:
         """`script` (a bundle, bundle.py) read by the node's serving interpreter on stdin, under the node's own
         `timeout` where it has one: at the limit ssh is killed here, and sshd (no pty) signals nothing, so an
         interpreter hung on the node (a stalled disk, a wrapper that waits) would run there on and on."""
-        remote = self.remote_argv(node, args)
+        remote = self.remote_argv(node, args, timeout)
         if node.name != LOCAL:  # this machine's own children are killed by proc at the limit
             remote = ["sh", "-c", BOUNDED, "sh", str(math.ceil(timeout)), *remote]
         return proc.start(self.argv(node, remote), input=script)
