@@ -84,17 +84,16 @@ def test_a_probe_hung_inside_the_container_is_stopped_there_at_the_nodes_time(do
         docker_daemon.docker("rm", "-f", name, timeout=60)
 
 
-def test_an_image_without_sh_is_still_probed_as_before(docker_daemon, tmp_path, monkeypatch):
-    """A distroless-like image (an interpreter and its libraries, no /bin/sh): the probe runs as it ran before, without
-    the container's own limit (there is no sh to hold it)."""
+def test_an_image_without_sh_is_still_probed_as_before(docker_daemon, skeleton, tmp_path, monkeypatch):
+    """A distroless-like container (an interpreter and its libraries, no /bin/sh: the skeleton without the host's
+    /usr/bin): the probe runs as it ran before, without the container's own limit (there is no sh to hold it)."""
     from sparkdoctor.fleet.transport import LOCAL, Node, SshTransport
 
     monkeypatch.setenv("DOCKER_HOST", docker_daemon.env["DOCKER_HOST"])
     base = os.path.realpath(sys.base_prefix)
     python = os.path.join(base, "bin", "python3")
-    image = docker_daemon.import_skeleton("sparkdoctor-skeleton:no-sh")
     mounts = [(lib, lib) for lib in ("/usr/lib", "/usr/lib64") if os.path.isdir(lib)] + [(base, base)]
-    name = docker_daemon.run_container("fleet-no-sh", image, mounts, command=(python, "-c", "import time; time.sleep(1e6)"))
+    name = docker_daemon.run_container("fleet-no-sh", skeleton, mounts, command=(python, "-c", "import time; time.sleep(1e6)"))
     try:
         assert not docker_daemon.docker("exec", name, "sh", "-c", ":").ok  # really no sh in it
         result = SshTransport().start(Node(LOCAL, python=python, container=name), "print(6 * 7)\n", [], 60).result(60)
