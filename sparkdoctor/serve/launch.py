@@ -372,8 +372,9 @@ def _wait_ready(server: Server, recipe: Recipe, child: LocalServer | ContainerSe
             if not foreign:
                 pump.add(f"[sparkdoctor] port {server.port} answers, but not from this server's processes: waiting")
             foreign, path = True, None
-        box = groups.tree(child.pid) if path and isinstance(child, ContainerServer) else []  # --network host: ours too
-        wide = exposed(server.port, ours or box) if path and (ours or box) else None
+        # every process under the supervisor (a daemon's own session too), or a container's (--network host: ours too)
+        tree = groups.tree(child.pgid if isinstance(child, LocalServer) else child.pid) if path else []
+        wide = exposed(server.port, [*ours, *tree]) if path and (ours or tree) else None
         if wide:  # it would answer other machines while it is measured: --host ignored, or a side port on 0.0.0.0
             raise server._died_error(f"{recipe.name}: {wide}: not measured; {evidence(pump, server.log_path)}", pump)
         if path:

@@ -95,9 +95,13 @@ def test_a_server_that_left_its_group_is_still_known_as_the_servers_listener(tmp
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_a_server_whose_worker_listens_beyond_loopback_on_a_side_port_is_not_measured(tmp_path, monkeypatch):
+@pytest.mark.parametrize("own_session", [False, True])
+def test_a_server_whose_worker_listens_beyond_loopback_on_a_side_port_is_not_measured(tmp_path, monkeypatch, own_session):
     """Its worker child's real side listener on 127.0.0.1, judged as 0.0.0.0 (no test binds beyond loopback); the
-    served port stays 127.0.0.1. Before, only the served port was looked at and this server was measured."""
+    served port stays 127.0.0.1. Before, only the served port was looked at and this server was measured. A worker in
+    a session of its own (a daemon: out of the process group) is still the server's: under its supervisor."""
+    if own_session:
+        monkeypatch.setenv("FAKE_SERVER_SIDE_SETSID", "1")
     side = binding.free_port()
     real = binding.all_listeners
 
@@ -112,7 +116,7 @@ def test_a_server_whose_worker_listens_beyond_loopback_on_a_side_port_is_not_mea
             pytest.fail("a server with a side port beyond loopback must never be handed over")
     message = str(raised.value)
     assert f"also listens on 0.0.0.0 port {side}" in message and "not measured" in message and "\n" not in message
-    assert raised.value.teardown is not None and members(raised.value.teardown.pgid) == []
+    assert raised.value.teardown is not None and raised.value.teardown.clean and members(raised.value.teardown.pgid) == []
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
