@@ -3,6 +3,7 @@ probe script on stdin. Standard library only and self-contained: it is shipped t
 (ray.cloudpickle.register_pickle_by_value), so a node needs Ray but never sparkdoctor.
 """
 
+import math
 import os
 import subprocess
 import sys
@@ -14,6 +15,30 @@ MAX_WAIT = 1e6  # seconds: a longer wait overflows poll()'s milliseconds (--node
 # sitecustomize.py; the probe rebuilds the path site would have made from files (probes/shared/probe_site.py, carried
 # in the bundle). transport.py and bundle.MULTI start it so too; early.SITE_XOPTION is the option's name.
 NODE_FLAGS = ["-S", "-B", "-X", "sparkdoctor_site"]
+
+
+# `sh -c BOUNDED sh SECONDS COMMAND...` on a node or in a container there: COMMAND under coreutils' timeout (TERM at
+# SECONDS, KILL 5 s later). Where there is no `timeout` (a bare container, a minimal image), POSIX sh alone does the
+# same: COMMAND runs in the background on the script's stdin (fd 3: an asynchronous command's own stdin is /dev/null),
+# and a watchdog that holds none of the session's pipes looks once a second; at SECONDS it sends TERM to the process
+# group (sshd's session, or a container exec's own: the command, its children, this shell; the watchdog ignores TERM),
+# KILL 5 s later, as `timeout` does to its own group. It ends by itself within a second of COMMAND's end; the shell
+# exits with COMMAND's status.
+BOUNDED = ('s=$1; shift; if command -v timeout >/dev/null 2>&1; then exec timeout -k 5 "$s" "$@"; fi; '
+           'exec 3<&0; "$@" <&3 3<&- & c=$!; exec 3<&-; '
+           '(trap "" TERM; i=0; while kill -0 "$c" 2>/dev/null; do if [ "$i" -ge "$s" ]; then kill -TERM 0; sleep 5; '
+           'kill -KILL 0; fi; sleep 1; i=$((i+1)); done) </dev/null >/dev/null 2>&1 & wait "$c"')
+# `sh -c IN_CONTAINER sh RUNTIME CONTAINER SECONDS BOUNDED COMMAND...`: COMMAND in the container under BOUNDED, run by the
+# container's own sh (a process the container CLI started there outlives the CLI: `docker exec` passes no end on); in an
+# image without sh (distroless) COMMAND as it is, as before
+IN_CONTAINER = ('r=$1; c=$2; s=$3; b=$4; shift 4; if "$r" exec "$c" sh -c : </dev/null >/dev/null 2>&1; '
+                'then exec "$r" exec -i "$c" sh -c "$b" sh "$s" "$@"; fi; exec "$r" exec -i "$c" "$@"')
+
+
+def in_container(runtime, container, argv, timeout):
+    """The node's command line that runs `argv` in `container` under BOUNDED (see IN_CONTAINER)."""
+    seconds = str(int(math.ceil(min(timeout, MAX_WAIT))))
+    return ["sh", "-c", IN_CONTAINER, "sh", runtime or "docker", container, seconds, BOUNDED] + list(argv)
 
 
 def serving_python(python, container):
@@ -35,7 +60,7 @@ def run_probe(script, args, python, container, runtime, timeout):
     chosen = serving_python(python, container)
     argv = [chosen] + NODE_FLAGS + ["-"] + list(args)
     if container:
-        argv = [runtime or "docker", "exec", "-i", container] + argv
+        argv = in_container(runtime, container, argv, timeout)
     return _run(argv, script.encode("utf-8"), timeout, chosen)
 
 

@@ -26,9 +26,7 @@ from sparkdoctor import proc
 from sparkdoctor.fleet import on_node
 
 SSH_CONNECT_TIMEOUT = 10
-# `sh -c BOUNDED sh SECONDS COMMAND...` on a node: COMMAND under coreutils' timeout (TERM at SECONDS, KILL 5 s later),
-# or as it is where the node has no `timeout`
-BOUNDED = 's=$1; shift; if command -v timeout >/dev/null 2>&1; then exec timeout -k 5 "$s" "$@"; fi; exec "$@"'
+BOUNDED = on_node.BOUNDED  # `sh -c BOUNDED sh SECONDS COMMAND...`: COMMAND stopped on the node at SECONDS
 LOCAL = "local"  # the node that is this machine: no ssh
 
 
@@ -60,9 +58,10 @@ class SshTransport:
             return list(remote)  # this machine: the command line itself, in a subprocess
         return [*self.prefix(node), shlex.join(remote)]
 
-    def remote_argv(self, node: Node, args: list[str]) -> list[str]:
-        if node.container:
-            return [node.runtime, "exec", "-i", node.container, node.python or "python3", *on_node.NODE_FLAGS, "-", *args]
+    def remote_argv(self, node: Node, args: list[str], timeout: float) -> list[str]:
+        if node.container:  # inside the container under its own sh's limit too: its CLI's end stops nothing there
+            return on_node.in_container(node.runtime, node.container, [node.python or "python3", *on_node.NODE_FLAGS, "-",
+                                                                        *args], timeout)
         if node.python:
             return [node.python, *on_node.NODE_FLAGS, "-", *args]
         # as `check` picks: the active venv's interpreter, else python3 on the node's PATH
@@ -72,7 +71,7 @@ class SshTransport:
         """`script` (a bundle, bundle.py) read by the node's serving interpreter on stdin, under the node's own
         `timeout` where it has one: at the limit ssh is killed here, and sshd (no pty) signals nothing, so an
         interpreter hung on the node (a stalled disk, a wrapper that waits) would run there on and on."""
-        remote = self.remote_argv(node, args)
+        remote = self.remote_argv(node, args, timeout)
         if node.name != LOCAL:  # this machine's own children are killed by proc at the limit
             remote = ["sh", "-c", BOUNDED, "sh", str(math.ceil(timeout)), *remote]
         return proc.start(self.argv(node, remote), input=script)

@@ -2,7 +2,7 @@
 
 Modules, each importing only those above it:
   logscan    match_line(): a log line against the matrix entries' symptoms; symptom_entries(): those that list some
-  binding    free_port(), rebind(): 127.0.0.1 on a free port, whatever the recipe says; exposed(): proof it kept to it
+  binding    free_port(), rebind(): 127.0.0.1 on a free port, whatever the recipe says; exposed(): proof it kept to it (every port)
   groups     terminate(): SIGTERM, grace, SIGKILL to a process group, then proof from /proc
   reaper     a child subreaper while a local server runs; at teardown, what it started outside its group
   readiness  GET /health, else /v1/models

@@ -13,6 +13,8 @@ import socket
 from collections.abc import Iterable
 from pathlib import Path
 
+from sparkdoctor.errors import BenchFailure
+
 LOCALHOST = "127.0.0.1"
 
 
@@ -57,7 +59,12 @@ def _ephemeral_low(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int 
 
 def listeners(port: int, root: Path = Path("/proc")) -> dict[int, str]:
     """The LISTEN sockets (state 0A) on `port` at any address, from /proc/net/tcp and tcp6: inode -> local address."""
-    found: dict[int, str] = {}
+    return {inode: address for inode, (address, at) in all_listeners(root).items() if at == port}
+
+
+def all_listeners(root: Path = Path("/proc")) -> dict[int, tuple[str, int]]:
+    """Every LISTEN socket (state 0A) of /proc/net/tcp and tcp6: inode -> (local address, port)."""
+    found: dict[int, tuple[str, int]] = {}
     for name in ("tcp", "tcp6"):
         try:
             lines = (root / "net" / name).read_text().splitlines()[1:]
@@ -69,8 +76,7 @@ def listeners(port: int, root: Path = Path("/proc")) -> dict[int, str]:
                 continue
             try:
                 address, at = fields[1].rsplit(":", 1)
-                if int(at, 16) == port:
-                    found[int(fields[9])] = _address(address)
+                found[int(fields[9])] = (_address(address), int(at, 16))
             except (IndexError, ValueError):
                 continue
     return found
@@ -87,12 +93,30 @@ def listening_inodes(port: int, root: Path = Path("/proc")) -> set[int]:
     return set(listeners(port, root))
 
 
-def exposed(port: int, pids: Iterable[int], root: Path = Path("/proc")) -> list[str]:
-    """The addresses other than loopback on which one of `pids` listens on `port` (0.0.0.0, ::, a network's): a
-    server whose command ignored the launcher's --host 127.0.0.1 answers other machines too."""
-    wide = {inode: address for inode, address in listeners(port, root).items() if not _loopback(address)}
-    pids = list(pids)
-    return sorted({address for inode, address in wide.items() if any(holds(pid, {inode}, root) for pid in pids)})
+def wide_listeners(pids: Iterable[int], root: Path = Path("/proc")) -> list[tuple[str, int]]:
+    """(address, port) of every socket one of `pids` listens on at an address other than loopback, on any port: the
+    chosen one, and those a server opens beside it (a metrics port, Ray's, a distributed store's)."""
+    wide = {inode: where for inode, where in all_listeners(root).items() if not _loopback(where[0])}
+    held: set[int] = set()
+    for pid in pids if wide else ():
+        held |= sockets_of(pid, root) & wide.keys()
+    return sorted({wide[inode] for inode in held})
+
+
+def exposed(port: int, pids: Iterable[int], root: Path = Path("/proc")) -> str | None:
+    """What the server's processes listen on beyond loopback, in words (None: 127.0.0.1 only), for the one line that
+    fails its launch: servers sparkdoctor starts listen on 127.0.0.1 only, a side port as much as the served one."""
+    wide = wide_listeners(pids, root)
+    own = sorted({address for address, at in wide if at == port})
+    side = [f"{address} port {at}" for address, at in wide if at != port]
+    said = [f"the server listens on {' and '.join(own)} port {port}"] if own else []
+    if side:
+        said.append(f"{'it' if own else 'the server'} also listens on {', '.join(side[:4])}{' ...' if len(side) > 4 else ''}"
+                    " (a port it opens beside the served one: a metrics, Ray or other side port)")
+    if not said:
+        return None
+    why = f" (its command ignored --host {LOCALHOST})" if own else " (bind it to 127.0.0.1 in the recipe, or switch it off)"
+    return f"{'; '.join(said)}, not on {LOCALHOST} only{why}"
 
 
 def _loopback(address: str) -> bool:
@@ -103,17 +127,23 @@ def _loopback(address: str) -> bool:
 
 def holds(pid: int, inodes: set[int], root: Path = Path("/proc")) -> bool:
     """Whether process `pid` holds one of these socket inodes (False when its fds cannot be read: another user's)."""
-    wanted = {f"socket:[{i}]" for i in inodes if i}
+    return bool(sockets_of(pid, root) & {i for i in inodes if i})
+
+
+def sockets_of(pid: int, root: Path = Path("/proc")) -> set[int]:
+    """The inodes of the sockets process `pid` holds (none when its fds cannot be read: another user's)."""
+    found: set[int] = set()
     try:
         fds = os.scandir(root / str(pid) / "fd")
     except OSError:
-        return False
+        return found
     with fds:
         for fd in fds:
             with contextlib.suppress(OSError):
-                if os.readlink(fd.path) in wanted:
-                    return True
-    return False
+                link = os.readlink(fd.path)
+                if link.startswith("socket:[") and link.endswith("]") and link[8:-1].isdigit():
+                    found.add(int(link[8:-1]))
+    return found
 
 
 def listener_of(port: int, pids: Iterable[int]) -> bool | None:
@@ -123,9 +153,19 @@ def listener_of(port: int, pids: Iterable[int]) -> bool | None:
     return any(holds(pid, inodes) for pid in pids) if inodes else None
 
 
+class RebindRefused(BenchFailure):
+    """The command's --host/--port cannot be put where its server reads them (str(): one line, why and what to do)."""
+
+    code = "rebind"
+
+
 def rebind(argv: list[str], host: str, port: int) -> list[str]:
     """argv with every --host/--port (both `--flag VALUE` and `--flag=VALUE`) replaced by host and port,
-    appended when the command had none."""
+    appended when the command had none.
+
+    RebindRefused when one must be added and the command holds a `--`: appended after it, a server reads them as
+    positional arguments (`python srv.py -- x`: it binds its own default address and port; vLLM refuses them), while
+    for a wrapper (`uv run -- vllm serve M`) after it is right; which one it is cannot be told from the argv."""
     out: list[str] = []
     seen = {"--host": False, "--port": False}
     value = {"--host": host, "--port": str(port)}
@@ -144,7 +184,12 @@ def rebind(argv: list[str], host: str, port: int) -> list[str]:
         else:
             out.append(arg)
         i += 1
-    for flag, was in seen.items():
-        if not was:
-            out += [flag, value[flag]]
+    missing = [flag for flag, was in seen.items() if not was]
+    if missing and "--" in argv[1:]:
+        raise RebindRefused(f"its command has a `--` and no {' or '.join(missing)}: sparkdoctor cannot tell whether "
+                            "the server reads its options before or after that `--`; write `--host 127.0.0.1 --port "
+                            f"8000` where the server reads them (sparkdoctor replaces the values with {host} and a free "
+                            "port)")
+    for flag in missing:
+        out += [flag, value[flag]]
     return out

@@ -245,11 +245,11 @@ class LocalServer:
 
 def _child_for(recipe: Recipe, port: int, run_dir: Path, local: bool, python: str | Path | None,
                runtime: str | None, mounts: list[tuple[str, str, str]] | None, grace: float) -> LocalServer | ContainerServer:
-    if not recipe.container or local:
-        return LocalServer(recipe, port, run_dir, python, grace)
-    try:
+    try:  # before anything starts: a command whose --host/--port cannot be placed never runs
+        if not recipe.container or local:
+            return LocalServer(recipe, port, run_dir, python, grace)
         return ContainerServer(recipe, port, runtime=runtime, mounts=mounts, grace=grace)
-    except ContainerLaunchError as exc:
+    except BenchFailure as exc:  # ContainerLaunchError, binding.RebindRefused: one line each
         raise LaunchError(f"{recipe.name}: {exc}") from None
 
 
@@ -372,11 +372,11 @@ def _wait_ready(server: Server, recipe: Recipe, child: LocalServer | ContainerSe
             if not foreign:
                 pump.add(f"[sparkdoctor] port {server.port} answers, but not from this server's processes: waiting")
             foreign, path = True, None
-        wide = exposed(server.port, ours) if path and ours else []
-        if wide:  # a command that ignored --host: it would answer other machines while it is measured
-            raise server._died_error(f"{recipe.name}: the server listens on {' and '.join(wide)} port {server.port}, not "
-                                     f"on {LOCALHOST} only (its command ignored --host {LOCALHOST}): not measured; "
-                                     f"{evidence(pump, server.log_path)}", pump)
+        # every process under the supervisor (a daemon's own session too), or a container's (--network host: ours too)
+        tree = groups.tree(child.pgid if isinstance(child, LocalServer) else child.pid) if path else []
+        wide = exposed(server.port, [*ours, *tree]) if path and (ours or tree) else None
+        if wide:  # it would answer other machines while it is measured: --host ignored, or a side port on 0.0.0.0
+            raise server._died_error(f"{recipe.name}: {wide}: not measured; {evidence(pump, server.log_path)}", pump)
         if path:
             server.ready_after_s = time.monotonic() - t0
             server.ready_path = path

@@ -271,3 +271,27 @@ def test_a_conclusion_measured_in_a_container_goes_stale_when_its_image_changes(
     assert newest["facts"]["container"]["image_id"] == new_id
     assert plan()["state"] == "fresh"
     assert everything(docker_daemon) == []
+
+
+def test_a_container_server_listening_beyond_loopback_is_not_measured_and_leaves_nothing(docker_daemon, docker_env, skeleton,
+                                                                                         tmp_path, monkeypatch):
+    """`--network host`: the container's sockets are the host's, its processes the host's too (under the runtime's
+    State.Pid). A side port of its worker, a real 127.0.0.1 listener judged as 0.0.0.0 (no test binds beyond
+    loopback), fails the launch as a local server's does. Before, a container launch was never looked at."""
+    from sparkdoctor.serve import binding
+
+    side = binding.free_port()
+    real = binding.all_listeners
+
+    def judged(root: Path = Path("/proc")) -> dict[int, tuple[str, int]]:
+        return {inode: ("0.0.0.0" if at == side else address, at) for inode, (address, at) in real(root).items()}
+
+    monkeypatch.setattr(binding, "all_listeners", judged)
+    recipe = Recipe(name="side", source_path="test", format="sparkdoctor", container=skeleton,
+                    argv=[PYTHON, str(FAKE), "ready"], env={"FAKE_SERVER_SIDE_PORT": str(side)})
+    with pytest.raises(LaunchError) as raised:
+        with launch(recipe, run_dir=tmp_path, matrix=[], ready_timeout=60, runtime="docker", mounts=mounts(docker_daemon)):
+            pytest.fail("a container server with a side port beyond loopback must never be handed over")
+    message = str(raised.value)
+    assert f"also listens on 0.0.0.0 port {side}" in message and "not measured" in message and "\n" not in message
+    assert everything(docker_daemon) == []

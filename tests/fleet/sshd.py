@@ -105,9 +105,9 @@ class Sshd:
                 pass
 
 
-def start_sshd(folder: Path, hosts: list[str], binary: str | None = None) -> Sshd:
+def start_sshd(folder: Path, hosts: list[str], binary: str | None = None, extra: str = "") -> Sshd:
     """sshd on 127.0.0.1 (`binary`, else the installed one); `hosts` (plus `stranger`, `refused`, `hangs`) named in
-    folder/ssh_config."""
+    folder/ssh_config. `extra`: lines added to its sshd_config (`SetEnv PATH=...`: every login's PATH)."""
     binary = binary or sshd_binary()
     folder.mkdir(parents=True, exist_ok=True)
     for key in ("host_ed25519", "id_ed25519"):
@@ -134,7 +134,7 @@ def start_sshd(folder: Path, hosts: list[str], binary: str | None = None) -> Ssh
     # there itself, not when something answers on that port.
     for attempt in range(5):
         port = free_port()
-        (folder / "sshd_config").write_text(_sshd_config(folder, port))
+        (folder / "sshd_config").write_text(_sshd_config(folder, port) + extra)
         config = "".join(f"Host {h}\n  HostName 127.0.0.1\n  Port {port}\n  UserKnownHostsFile {folder / 'known_hosts'}\n{common}"
                          for h in hosts)
         config += f"Host stranger\n  HostName 127.0.0.1\n  Port {port}\n  UserKnownHostsFile {folder / 'empty_known_hosts'}\n{common}"

@@ -156,10 +156,10 @@ def test_a_node_runs_no_pth_import_line_nor_sitecustomize_and_every_start_says_s
     assert not marker.exists(), marker.read_text()
     [pip] = [c for c in data["nccl"]["candidates"] if c["source"] == "pip"]  # found through the rebuilt path
     assert pip["path"].startswith(str(site)), data["nccl"]
-    for argv in (SshTransport().remote_argv(Node("n", python="/p"), ["x"]),
-                 SshTransport().remote_argv(Node("n", container="c", runtime="docker"), ["x"])):
+    for argv in (SshTransport().remote_argv(Node("n", python="/p"), ["x"], 60),
+                 SshTransport().remote_argv(Node("n", container="c", runtime="docker"), ["x"], 60)):
         assert argv[argv.index("-"):][:1] == ["-"] and argv[argv.index("-") - 4:argv.index("-")] == NODE_FLAGS, argv
-    assert "-S -B -X sparkdoctor_site -" in " ".join(SshTransport().remote_argv(Node("n"), ["x"]))
+    assert "-S -B -X sparkdoctor_site -" in " ".join(SshTransport().remote_argv(Node("n"), ["x"], 60))
     assert '"-S", "-B", "-X", "sparkdoctor_site", "-"' in MULTI
 
 

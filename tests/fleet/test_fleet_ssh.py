@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -224,3 +225,64 @@ def test_an_interpreter_hung_on_the_node_is_stopped_there_after_the_nodes_time(s
         for pid in started:
             if _alive(pid):
                 os.kill(pid, 9)
+
+
+@pytest.fixture
+def sshd_without_timeout(tmp_path):
+    """A real sshd whose logins' PATH holds `sh` and `sleep` but no coreutils `timeout` (a bare container reached as a
+    node, a minimal image): sshd's own SetEnv sets it, as a client cannot."""
+    from tests.fleet.sshd import NoSshd, start_sshd
+
+    bare = tmp_path / "bare-bin"
+    bare.mkdir()
+    for tool in ("sh", "sleep", "cat"):
+        (bare / tool).symlink_to(shutil.which(tool) or f"/bin/{tool}")
+    try:
+        server = start_sshd(tmp_path / "sshd", ["fleet-0"], extra=f"SetEnv PATH={bare}\n")
+    except NoSshd as exc:
+        pytest.skip(f"no sshd can run here: {exc}")
+    try:
+        hidden = subprocess.run(["ssh", "-F", str(server.config), "-T", "-o", "BatchMode=yes", "fleet-0",
+                                 "command -v timeout || echo no-timeout-here"], capture_output=True, text=True, timeout=60)
+        assert hidden.stdout.split()[-1:] == ["no-timeout-here"], hidden  # the node really has none
+        yield server
+    finally:
+        server.stop()
+
+
+def test_without_timeout_on_the_node_a_hung_interpreter_is_still_stopped_there(sshd_without_timeout, tmp_path):
+    """The node's command fell back to a plain exec where the node has no `timeout`: the hung interpreter ran on after
+    the run. The fallback is a POSIX sh watchdog now: TERM to the command's process group at the node's time, KILL 5 s
+    later."""
+    from sparkdoctor.fleet.node import collect_node
+    from sparkdoctor.fleet.transport import Node, SshTransport
+
+    pids = tmp_path / "pids"
+    hung = tmp_path / "hung-python"
+    hung.write_text(f"#!/bin/sh\necho $$ >> '{pids}'\nsleep 120 &\necho $! >> '{pids}'\nexec sleep 121\n")
+    hung.chmod(0o755)
+    outcome = collect_node(SshTransport(str(sshd_without_timeout.config)), Node("fleet-0", python=str(hung)), 2.0, "sm_121a")
+    assert not outcome.ok and "timed out" in str(outcome.problem), outcome.problem
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 2  # the interpreter and a child it started
+    try:
+        for _ in range(600):  # the node stops both at 2 s (+5 s to KILL); 60 s is the bound of "never"
+            if not any(_alive(pid) for pid in started):
+                break
+            time.sleep(0.1)
+        assert not [pid for pid in started if _alive(pid)], "the hung interpreter (or its child) still runs on the node"
+    finally:
+        for pid in started:
+            if _alive(pid):
+                os.kill(pid, 9)
+
+
+def test_without_timeout_on_the_node_a_probe_still_reads_its_script_and_keeps_its_exit_status(sshd_without_timeout, tmp_path):
+    from sparkdoctor.fleet.transport import Node, SshTransport
+
+    echo = tmp_path / "echo-python"
+    echo.write_text("#!/bin/sh\ncat\nexit 3\n")
+    echo.chmod(0o755)
+    running = SshTransport(str(sshd_without_timeout.config)).start(Node("fleet-0", python=str(echo)), "the script\n", [], 30)
+    result = running.result(30)
+    assert (result.returncode, result.stdout) == (3, "the script\n"), result

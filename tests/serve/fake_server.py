@@ -8,7 +8,8 @@ MODE: `ready`     serve GET /health and /v1/models with 200 (after printing a li
       `symptom`   print a coloured log line holding a known symptom, then exit 3.
 FAKE_SERVER_HOLD_MIB=N in the environment: the server (not its worker child) takes N MiB, written so resident,
 before it listens. FAKE_SERVER_IPC=1: first it binds a unix socket as vLLM does (VLLM_RPC_BASE_PATH/<uuid4>, the temp
-folder by default; vLLM never removes them) and prints its path.
+folder by default; vLLM never removes them) and prints its path. FAKE_SERVER_SIDE_PORT=N: the worker child listens on
+127.0.0.1:N too, before the server answers (FAKE_SERVER_SIDE_SETSID=1: in a session of its own).
 """
 
 import http.server
@@ -58,8 +59,20 @@ else:
         def log_message(self, fmt, *args):
             print("request " + fmt % args, flush=True)
 
+    side = int(os.environ.get("FAKE_SERVER_SIDE_PORT", "0"))
+    told, tell = os.pipe()
     if os.fork() == 0:  # a worker child, as vLLM has: it must go down with the group
+        if os.environ.get("FAKE_SERVER_SIDE_SETSID") == "1":
+            os.setsid()  # out of the server's process group, as a daemon it starts would be
+        if side:  # a port of its own beside the served one, on 127.0.0.1, as vLLM's engine core opens several
+            import socket
+
+            listener = socket.socket()
+            listener.bind(("127.0.0.1", side))
+            listener.listen(1)
+        os.write(tell, b"1")
         time.sleep(600)
         os._exit(0)
+    os.read(told, 1)  # the side port listens before the served one answers
     held = b"\x01" * (int(os.environ.get("FAKE_SERVER_HOLD_MIB", "0")) * 2**20)
     http.server.ThreadingHTTPServer((host, port), Handler).serve_forever()
