@@ -165,7 +165,8 @@ def rebind(argv: list[str], host: str, port: int) -> list[str]:
 
     RebindRefused when one must be added and the command holds a `--`: appended after it, a server reads them as
     positional arguments (`python srv.py -- x`: it binds its own default address and port; vLLM refuses them), while
-    for a wrapper (`uv run -- vllm serve M`) after it is right; which one it is cannot be told from the argv."""
+    for a wrapper (`uv run -- vllm serve M`) after it is right; which one it is cannot be told from the argv, but where
+    vLLM's own command line follows the last `--` (_vllm_after_last_separator)."""
     out: list[str] = []
     seen = {"--host": False, "--port": False}
     value = {"--host": host, "--port": str(port)}
@@ -185,7 +186,7 @@ def rebind(argv: list[str], host: str, port: int) -> list[str]:
             out.append(arg)
         i += 1
     missing = [flag for flag, was in seen.items() if not was]
-    if missing and "--" in argv[1:]:
+    if missing and "--" in argv[1:] and not _vllm_after_last_separator(argv):
         raise RebindRefused(f"its command has a `--` and no {' or '.join(missing)}: sparkdoctor cannot tell whether "
                             "the server reads its options before or after that `--`; write `--host 127.0.0.1 --port "
                             f"8000` where the server reads them (sparkdoctor replaces the values with {host} and a free "
@@ -193,3 +194,14 @@ def rebind(argv: list[str], host: str, port: int) -> list[str]:
     for flag in missing:
         out += [flag, value[flag]]
     return out
+
+
+def _vllm_after_last_separator(argv: list[str]) -> bool:
+    """Whether what follows the last `--` is a vLLM server's own command line (`uv run -- vllm serve M`, `... --
+    python -m vllm.entrypoints.openai.api_server`): then that `--` is a wrapper's and vLLM reads the flags after it."""
+    last = len(argv) - 1 - argv[::-1].index("--")
+    rest = argv[last + 1:]
+    if rest[:1] and Path(rest[0]).name == "vllm":
+        return rest[1:2] == ["serve"]
+    return bool(rest[:1]) and Path(rest[0]).name.startswith("python") and rest[1:2] == ["-m"] and \
+        rest[2:3] != [] and rest[2].split(".")[0] == "vllm"

@@ -4,7 +4,8 @@ Appended there, a server reads them as positional arguments (`python srv.py -- x
 port, and the launch ended at the ready timeout, the server listening on its default address meanwhile. vLLM refuses
 them outright (`vllm serve M -- --host H`: "unrecognized arguments"), and a wrapper's `--` (`uv run -- vllm serve M`)
 wants them after it: which `--` it is cannot be told from the argv, so such a command is refused in one line, before
-anything starts, unless the recipe writes --host and --port itself (their values are then replaced where they stand)."""
+anything starts, unless the recipe writes --host and --port itself or what follows the last `--` is
+vLLM's own command line (`vllm serve`, `python -m vllm...`) (their values are then replaced where they stand)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ os.execv(sys.executable, [sys.executable, {str(FAKE)!r}, "ready", "--host", a.ho
 
 @pytest.mark.parametrize("argv, missing", [
     (["python", "srv.py", "--", "x"], "--host or --port"),
-    (["uv", "run", "--", "vllm", "serve", "m"], "--host or --port"),
+    (["uv", "run", "--", "vllm", "serve", "m", "--", "x"], "--host or --port"),  # vLLM's own `--` last
+    (["uv", "run", "--", "vllm", "bench", "m"], "--host or --port"),
     (["python", "srv.py", "--port", "1", "--", "x"], "--host"),
     (["python", "srv.py", "--", "--host=0.0.0.0"], "--port"),
 ])
@@ -49,6 +51,11 @@ def test_a_flag_to_add_to_a_command_with_a_separator_is_refused_in_one_line(argv
     (["uv", "run", "--", "vllm", "serve", "m", "--host=::", "--port=9"],
      ["uv", "run", "--", "vllm", "serve", "m", "--host=127.0.0.1", "--port=5"]),
     (["--", "srv"], ["--", "srv", "--host", "127.0.0.1", "--port", "5"]),  # a program named `--`: no separator
+    # a wrapper's `--` before vLLM's own command line: vLLM reads them after it
+    (["uv", "run", "--", "vllm", "serve", "m"], ["uv", "run", "--", "vllm", "serve", "m", "--host", "127.0.0.1", "--port", "5"]),
+    (["env", "--", "/opt/v/bin/python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"],
+     ["env", "--", "/opt/v/bin/python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m", "--host", "127.0.0.1",
+      "--port", "5"]),
 ])
 def test_flags_the_recipe_wrote_are_replaced_where_they_stand_separator_or_not(argv, expected):
     assert rebind(argv, "127.0.0.1", 5) == expected
