@@ -94,6 +94,10 @@ def describe_health(facts) -> str | None:
         bits = [form.format(gpu[key]) for key, form in GPU_HEALTH if gpu.get(key) is not None]
         if bits:
             parts.append(f"GPU{gpu.get('index', '')} " + " ".join(bits))
+    if h.get("kernel_source"):  # which kernel log the NVRM, OOM and hung-task counts come from, or why none
+        parts.append(f"kernel log {h['kernel_source']}")
+    elif h.get("kernel_refused"):
+        parts.append(f"kernel log not read ({'; '.join(str(r) for r in h['kernel_refused'])})")
     if not h.get("live", True):
         parts.append("from a snapshot: not judged")
     return " · ".join(parts) or "unknown"

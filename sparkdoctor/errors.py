@@ -18,6 +18,7 @@ import signal
 
 from sparkdoctor.exitcodes import (
     EXIT_BENCH_FAILED,
+    EXIT_BENCH_UNCHECKED,
     EXIT_BENCH_WRONG,
     EXIT_LEDGER,
     EXIT_UNPROBEABLE,
@@ -88,6 +89,15 @@ class WrongAnswers(SparkdoctorError):
 
     exit_code = EXIT_BENCH_WRONG
     code = "wrong-answers"
+
+
+class AnswersUnchecked(SparkdoctorError):
+    """bench was given a --reference-file and could not judge the answers against it: `unchecked` (the probe or
+    scoring requests failed) or `unscored` (no log-probabilities) (exit 3, as check's target it could not probe;
+    `--allow-wrong`: 0)."""
+
+    exit_code = EXIT_BENCH_UNCHECKED
+    code = "answers-unchecked"
 
 
 def describe(exc: BaseException) -> dict[str, object]:

@@ -184,26 +184,35 @@ def links(root: Path) -> list[dict[str, object]] | None:
     return found
 
 
-def kernel(root: Path) -> dict[str, int] | None:
-    """The memory events in the kernel's log since boot (/dev/kmsg): NV_ERR_NO_MEMORY lines, Xids, OOM kills,
-    hung tasks; None where the log cannot be read (dmesg_restrict without root)."""
-    # imported on use: check loads sparkdoctor.collect.kernel_log only on the runs that get here
-    from sparkdoctor.collect.kernel_log import counts, parse, read_kmsg
+KERNEL_LOG_TIMEOUT = 5.0  # seconds journalctl -k may take here: check's collector has 12 s for all of host health
 
-    text = read_kmsg(root)
-    return None if text is None else counts(parse(text))
+
+def kernel(root: Path, live: bool | None = None) -> tuple[dict[str, int] | None, str | None, list[str]]:
+    """The memory events in the kernel's log since boot: NV_ERR_NO_MEMORY lines, Xids, OOM kills, hung tasks (None
+    where no log can be read), the source read, and why each source tried before it was not. /dev/kmsg, then on this
+    machine `journalctl -k` (the post-mortem's reader: Ubuntu's and DGX OS's dmesg_restrict=1 refuses /dev/kmsg to a
+    user who is not root, and the adm group may read the journal)."""
+    # imported on use: check loads sparkdoctor.collect.kernel_log only on the runs that get here
+    from sparkdoctor.collect.kernel_log import counts, parse, read_kernel_log
+
+    log = read_kernel_log(root, live, timeout=KERNEL_LOG_TIMEOUT)
+    return (None if log.text is None else counts(parse(log.text))), log.source, log.refused
 
 
 def observe(root: Path, live: bool = True) -> dict[str, Any]:
     errors: list[str] = []
     out: dict[str, object] = {"live": live, "root": str(root)}
-    for key, reader in (("memory", memory), ("pressure", pressure), ("docker", docker_runtime), ("links", links),
-                        ("kernel", kernel)):
+    for key, reader in (("memory", memory), ("pressure", pressure), ("docker", docker_runtime), ("links", links)):
         try:
             out[key] = reader(root)
         except Exception as exc:  # one odd file costs its part, never the others
             out[key] = None
             errors.append(f"{key}: {type(exc).__name__}: {exc}"[:300])
+    try:
+        out["kernel"], out["kernel_source"], refused = kernel(root)
+    except Exception as exc:  # as any other part: it costs the kernel counts only
+        out["kernel"], out["kernel_source"], refused = None, None, [f"{type(exc).__name__}: {exc}"[:300]]
+    out["kernel_refused"] = [r[:300] for r in refused] if out["kernel"] is None else []
     if out["memory"] is None:
         errors.append(f"{root / 'proc/meminfo'} not readable: memory headroom unknown")
     out["errors"] = errors

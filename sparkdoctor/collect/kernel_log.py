@@ -151,14 +151,9 @@ def counts(events: list[KernelEvent]) -> dict[str, int]:
             "oom_kills_cgroup": cgroup, "hung_tasks": found["hung-task"]}
 
 
-def read_kmsg(root: Path, max_bytes: int = MAX_BYTES) -> str | None:
-    """The kernel's ring buffer as /dev/kmsg gives it (one record a read, never blocking), or a fixture tree's
-    regular file of records; None where it cannot be read (no permission: dmesg_restrict)."""
-    return _kmsg(root, max_bytes)[0]
-
-
 def _kmsg(root: Path, max_bytes: int = MAX_BYTES) -> tuple[str | None, str]:
-    """(the text, "") or (None, why not)."""
+    """The kernel's ring buffer as /dev/kmsg gives it (one record a read, never blocking), or a fixture tree's regular
+    file of records: (the text, "") or (None, why not: no permission under dmesg_restrict)."""
     path = root / "dev" / "kmsg"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -203,11 +198,12 @@ class KernelLog:
     refused: list[str]
 
 
-def read_kernel_log(root: Path, live: bool | None = None) -> KernelLog:
+def read_kernel_log(root: Path, live: bool | None = None, timeout: float | None = None) -> KernelLog:
     """/dev/kmsg, and on this machine (`live`: the real root) where it is refused, `journalctl -k` of this boot: on
     Ubuntu (DGX OS) dmesg_restrict=1 refuses /dev/kmsg to a user who is not root, while the adm and systemd-journal
     groups (the first user is in adm) may read the journal. journalctl runs with a time limit and keeps the last
-    MAX_BYTES of what it writes; a fixture tree's log is never this machine's journal."""
+    MAX_BYTES of what it writes (`timeout`: seconds, default JOURNAL_TIMEOUT); a fixture tree's log is never this
+    machine's journal."""
     text, why = _kmsg(root)
     if text is not None:
         return KernelLog(text, "/dev/kmsg", [])
@@ -215,7 +211,8 @@ def read_kernel_log(root: Path, live: bool | None = None) -> KernelLog:
     if live if live is not None else is_live_root():
         from sparkdoctor import proc
 
-        done = proc.run(list(JOURNAL), timeout=JOURNAL_TIMEOUT, max_output=(0, MAX_BYTES))
+        done = proc.run(list(JOURNAL), timeout=JOURNAL_TIMEOUT if timeout is None else timeout,
+                        max_output=(0, MAX_BYTES))
         if done.ok and done.stdout.strip():
             return KernelLog(done.stdout, "journalctl -k", refused)
         said = done.stderr.strip().splitlines()

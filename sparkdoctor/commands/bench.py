@@ -66,7 +66,7 @@ class BenchCommand:
     reference: Annotated[bool, typer.Option("--reference", help="This run's answers are good: store them as the correctness reference for its model.")] = False
     reference_file: Annotated[Path | None, typer.Option("--reference-file", help="Compare the answers with this reference file (with --reference: write it there).")] = None
     no_correctness: Annotated[bool, typer.Option("--no-correctness", help="Send no correctness probes (the run's answers are not checked).")] = False
-    allow_wrong: Annotated[bool, typer.Option("--allow-wrong", help="Exit 0 even when the answers are judged wrong (or an A/B arm's are): for the numbers alone.")] = False
+    allow_wrong: Annotated[bool, typer.Option("--allow-wrong", help="Exit 0 even when the answers are judged wrong (or an A/B arm's are), or could not be judged against --reference-file: for the numbers alone.")] = False
     export: Annotated[Path | None, typer.Option("--export", help="Write the run as one self-contained cell (JSON: recipe, toolchain, model, load, workload, numbers, config hash) to FILE.")] = None
     reproduce: Annotated[Path | None, typer.Option("--reproduce", help="Run the workload of the cell in FILE here (RECIPE or --url) and show what differs from it, key by key. FILE may also be a llama-benchy JSON report, a sparkrun benchmark export or a Spark Arena submission's metadata.json.")] = None
     force: Annotated[bool, typer.Option("--force", help="Launch even when the memory preflight says the recipe does not fit in the memory free now.")] = False
@@ -203,6 +203,15 @@ def run(options: BenchCommand) -> Result[BenchDocument]:
         kept = "measured, not stored (--no-store)" if options.no_store else "measured and stored"
         result.fail(WrongAnswers(f"{wrong} ({kept}; --allow-wrong to exit 0)"))
         result.notes.append(f"bench: {wrong}: exit 1 (--allow-wrong to pass wrong answers)")
+    unjudged = None if wrong or options.allow_wrong or options.reference_file is None or options.reference \
+        else unjudged_answers(doc)
+    if unjudged:  # a gate asked to check the answers against a file never passes without checking them
+        from sparkdoctor.errors import AnswersUnchecked
+
+        kept = "measured, not stored (--no-store)" if options.no_store else "measured and stored"
+        result.fail(AnswersUnchecked(f"{unjudged} against --reference-file {options.reference_file} ({kept}; "
+                                     "--allow-wrong to exit 0)"))
+        result.notes.append(f"bench: {unjudged}: exit 3 (--allow-wrong to pass answers not judged)")
     return result
 
 
@@ -239,6 +248,25 @@ def wrong_answers(doc: object) -> str | None:
         return f"a faster arm gave wrong answers (concurrency {', '.join(str(lvl['concurrency']) for lvl in levels)})"
     wrong = (getattr(doc, "correctness", None) or {}).get("wrong") or []
     return f"arm {' and '.join(wrong)} gave wrong answers" if wrong else None
+
+
+def unjudged_answers(doc: object) -> str | None:
+    """Why a bench document's answers were not judged against the reference (`unchecked`: the probe or scoring
+    requests failed; `unscored`: no log-probabilities), or None: a run's, or each arm's of an A/B."""
+    from sparkdoctor.bench.correctness import Verdict
+    from sparkdoctor.bench.document import ReproduceDocument, RunDocument
+
+    unjudged = (Verdict.UNCHECKED, Verdict.UNSCORED)
+    if isinstance(doc, ReproduceDocument):
+        doc = doc.run
+    if isinstance(doc, RunDocument):
+        verdict = (doc.result.correctness or {}).get("verdict")
+        return f"the answers could not be judged ({verdict})" if verdict in unjudged or verdict is None else None
+    arms = getattr(doc, "correctness", None)
+    if not isinstance(arms, dict) or not arms:  # no arms judged at all: not a document of answers
+        return None
+    named = [f"{arm} {arms.get(arm)}" for arm in ("A", "B") if arms.get(arm) in unjudged or arms.get(arm) is None]
+    return f"the answers of arm {' and '.join(named)} could not be judged" if named else None
 
 
 def register(app: typer.Typer) -> None:

@@ -356,18 +356,24 @@ def _sarif(result: Result[BenchDocument], sink: Sink) -> str:
 
 
 def _wrong_answers(result: Result[BenchDocument], run: object) -> list[dict[str, Any]]:
-    """The correctness gate's failure (exit 1) as a finding: without it the SARIF log of a run judged wrong had no
-    result, a clean analysis to code scanning. None under --allow-wrong, as the exit code says."""
-    wrong = [e for e in result.errors if e.get("code") == "wrong-answers"]
+    """The correctness gate's failure (exit 1; 3: answers not judged against --reference-file) as a finding: without it
+    the SARIF log of such a run had no result, a clean analysis to code scanning. None under --allow-wrong, as the
+    exit code says."""
+    wrong = [e for e in result.errors if e.get("code") in REMEDY]
     checked = run.result.correctness if isinstance(run, RunDocument) else None
     reasons = (checked or {}).get("why")
     why = [str(w) for w in reasons] if isinstance(reasons, list) else []
     if isinstance(run, ComparisonDocument):
         why = [f"arm {arm}: {verdict}" for arm, verdict in run.correctness.items() if arm in ("A", "B")]
-    return [{"kind": "correctness", "id": "wrong-answers", "severity": "error", "title": str(e.get("message")),
-             "evidence": why[:8], "remedy": "the answers differ from the reference's (docs/correctness.md): find the "
-                                            "change that broke them; --allow-wrong exits 0 for the numbers alone"}
-            for e in wrong]
+    return [{"kind": "correctness", "id": str(e.get("code")), "severity": "error", "title": str(e.get("message")),
+             "evidence": why[:8], "remedy": REMEDY[str(e.get("code"))]} for e in wrong]
+
+
+REMEDY = {"wrong-answers": "the answers differ from the reference's (docs/correctness.md): find the change that broke "
+                           "them; --allow-wrong exits 0 for the numbers alone",
+          "answers-unchecked": "the answers were not judged against --reference-file (docs/correctness.md): a probe or "
+                               "scoring request failed, or the server gives no log-probabilities (serve with vLLM); "
+                               "--allow-wrong exits 0 for the numbers alone"}
 
 
 VIEW = View(BenchDocument, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json(),

@@ -33,7 +33,7 @@ def test_a_reference_file_replaced_after_validation_is_not_read_again(tmp_path, 
         code, out, err = invoke("bench", "--url", url, *QUICK, "--no-store", "--format", "json",
                                 "--reference-file", path, env=env)
     checked = json.loads(out)["correctness"]
-    assert code == 0, err
+    assert code == 3, err  # unscored (no log-probabilities) against a named reference: not judged, fails closed
     assert path.read_text() == "[1, 2]"  # the file was replaced
     # judged against the validated reference: its tokens were sent to be scored, and nothing says "unreadable"
     assert checked["verdict"] == c.Verdict.UNSCORED, checked

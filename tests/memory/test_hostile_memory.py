@@ -280,14 +280,14 @@ def test_a_kmsg_file_in_a_tree_is_read_whole_lines(tmp_path):
     """A host root's dev/kmsg that is a regular file (a fixture, a copied tree) was read in 8 KiB reads with a line
     break added after each, as /dev/kmsg gives one record a read: the OOM line across the 8,192nd byte was cut in two
     and the post-mortem missed the kill."""
-    from sparkdoctor.collect.kernel_log import parse, read_kmsg
+    from sparkdoctor.collect.kernel_log import parse, read_kernel_log
 
     oom = ("3,9999,394558841,-;Out of memory: Killed process 12026 (python3) total-vm:131230556kB, anon-rss:117440512kB, "
            "file-rss:5408kB, shmem-rss:0kB, UID:1000 pgtables:230188kB oom_score_adj:0\n")
     filler = "6,1,1000,-;" + "x" * (8192 - 11 - 40) + "\n"  # the OOM line starts 40 bytes before the 8,192nd
     (tmp_path / "dev").mkdir()
     (tmp_path / "dev" / "kmsg").write_text(filler + oom)
-    assert [(e.kind, e.pid, e.seconds) for e in parse(read_kmsg(tmp_path) or "")] == [("oom-kill", 12026, 394.558841)]
+    assert [(e.kind, e.pid, e.seconds) for e in parse(read_kernel_log(tmp_path, live=False).text or "")] == [("oom-kill", 12026, 394.558841)]
     node = _hostmem().kernel_log(str(tmp_path))  # a fleet node's probe reads its tree's file the same way
     assert node["source"] == "/dev/kmsg" and [line[:40] for line in node["lines"]] == [oom[:40]]
 

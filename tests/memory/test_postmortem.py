@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.collect.kernel_log import counts, parse, read_kmsg, uptime
+from sparkdoctor.collect.kernel_log import counts, parse, read_kernel_log, uptime
 from sparkdoctor.memory.postmortem import Sample, classify
 from tests.memory.cgroups import limited, start_in
 
@@ -107,7 +107,7 @@ def test_a_real_process_killed_by_the_real_oom_killer_is_named_from_the_real_ker
         child = start_in(group, "b = [bytearray(2**20) for _ in range(300)]; print('survived')")
         out, _ = child.communicate(timeout=120)
     assert child.returncode == -signal.SIGKILL and "survived" not in out
-    kernel = read_kmsg(root)
+    kernel = read_kernel_log(root, live=False).text
     assert kernel is not None, "/dev/kmsg is not readable here"
     pm = classify(kernel, [], since=start - 1, pids={child.pid}, returncode=child.returncode)
     comm = Path(f"/proc/{child.pid}/comm")  # gone: the name is the interpreter's, as the kernel cut it to 15 characters
