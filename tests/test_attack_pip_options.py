@@ -19,6 +19,7 @@ from sparkdoctor.fix.interface import FixError
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.matrix import MatrixError, load
 from sparkdoctor.matrix.model import Stack
+from sparkdoctor.targets.early import own_pip_folder
 from sparkdoctor.targets.local import PythonTarget
 from sparkdoctor.verify.stacks import resolve
 from sparkdoctor.verify.venvs import pip_install
@@ -102,16 +103,25 @@ def test_fix_with_pip_never_hands_a_requirement_over_as_an_option(tmp_path, opti
     assert not planted.exists()
 
 
-def test_fix_with_uv_puts_a_double_dash_before_requirements_and_names(monkeypatch):
+def test_fix_with_uv_puts_a_double_dash_before_requirements_and_names(monkeypatch, tmp_path):
+    """uv's install and uninstall put `--` before what they are given; its dry run is sparkdoctor's pip's (run without
+    site, in the target), which refuses the option as pip's own installer does."""
     seen: list[list[str]] = []
+    real_run = proc.run
 
     def fake_run(argv, **kwargs):
+        if argv[0] != "/usr/bin/uv":
+            return real_run(argv, **kwargs)
         seen.append(argv)
         return proc.ProcResult(argv, 0, "", "", 0.1)
 
     monkeypatch.setattr(proc, "run", fake_run)
-    uv = UvInstaller("/usr/bin/uv", _inventory())
+    target = PythonTarget(sys.executable, "test")
+    uv = UvInstaller("/usr/bin/uv", _inventory(), PipInstaller(target, _inventory(), pip_from=own_pip_folder()))
     uv.install(["--log=/x"])
-    uv.dry_run(["--log=/x"])
     uv.uninstall(["--log=/x"])
-    assert len(seen) == 3 and all(argv[-2:] == ["--", "--log=/x"] for argv in seen), seen
+    assert len(seen) == 2 and all(argv[-2:] == ["--", "--log=/x"] for argv in seen), seen
+    planted = tmp_path / "planted.txt"
+    with pytest.raises(FixError, match="nvalid requirement"):
+        uv.dry_run([f"--log={planted}"])
+    assert len(seen) == 2 and not planted.exists()

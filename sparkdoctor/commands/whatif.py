@@ -29,6 +29,7 @@ from sparkdoctor.views.whatif import VIEW
 from sparkdoctor.whatif.judge import WhatIf
 
 MAX_SPEC_CHARS = 1000
+DEFAULT_TIMEOUT = 600.0  # seconds for the whole run: a cold vLLM upgrade took 31 s here, --probe compiles too
 FORMATS = VIEW.formats
 SEVERITIES = ("error", "warn", "info")
 
@@ -54,12 +55,15 @@ class WhatifCommand:
     no_deps: Annotated[bool, typer.Option("--no-deps", help="Resolve as `pip install --no-deps` would (for a target installed that way): only the named distributions change.")] = False
     allow_url: Annotated[bool, typer.Option("--allow-url", help="Also judge a wheel's URL requirement (name @ file:///x.whl); refused by default. An sdist or folder is never built.")] = False
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 also when a finding at or above --fail-on stays after the upgrade (box, recipe or mods), not only when one is introduced.")] = False
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds the whole run may take (the target's probe, pip's dry run, reading the new releases, --probe); past it: one line, exit 2.")] = DEFAULT_TIMEOUT
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `whatif` (exit 2, one line), before the target is probed or pip runs."""
+        from sparkdoctor.runlimit import refuse_bad_timeout
         from sparkdoctor.targets.choose import refuse_bad_target_options
 
         Format.parse(self.fmt, FORMATS)
+        refuse_bad_timeout(self.timeout)
         if self.fail_on not in SEVERITIES:
             raise UsageError(f"--fail-on {self.fail_on}: choose one of {', '.join(SEVERITIES)}")
         if not self.specs:
@@ -84,15 +88,18 @@ class WhatifCommand:
 
 def run(options: WhatifCommand) -> Result[WhatIf]:
     """The upgrade judged; exit 1 when it introduces a finding at or above --fail-on. A matrix, snapshot, target
-    or resolution that fails says itself (exit 2, or 3 for a target that cannot be probed)."""
+    or resolution that fails says itself (exit 2, or 3 for a target that cannot be probed); so does a run past --timeout
+    (OutOfTime, exit 2: every process it started is stopped)."""
     from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
+    from sparkdoctor.runlimit import run_limit
     from sparkdoctor.whatif.upgrade import UpgradeQuestion, judge_upgrade
 
     options.refuse_bad_options()
-    whatif = judge_upgrade(UpgradeQuestion(
-        list(options.specs), python=options.python, container=options.container, container_python=options.container_python,
-        facts_file=options.facts_file, matrix=options.matrix, arch=options.arch, read=options.read, recipe=options.recipe,
-        ledger=options.ledger, probe=options.probe, no_deps=options.no_deps, allow_url=options.allow_url))
+    with run_limit(options.timeout, "whatif"):
+        whatif = judge_upgrade(UpgradeQuestion(
+            list(options.specs), python=options.python, container=options.container, container_python=options.container_python,
+            facts_file=options.facts_file, matrix=options.matrix, arch=options.arch, read=options.read, recipe=options.recipe,
+            ledger=options.ledger, probe=options.probe, no_deps=options.no_deps, allow_url=options.allow_url))
     failed = whatif.gate(options.fail_on) or (options.strict and whatif.remaining(options.fail_on))
     return Result("whatif", "whatif", whatif, exit_code=EXIT_FINDINGS if failed else EXIT_OK)
 
@@ -101,4 +108,4 @@ def register(app: typer.Typer) -> None:
     app.command("whatif")(verb(WhatifCommand, run, """
         Resolve an upgrade with the target's pip (dry run), build the Facts it would give (versions, cutlass-dsl build, capabilities read from the new releases' files) and diff the findings against today.
 
-        Exit 0: nothing at or above --fail-on introduced; 1: introduced (--strict: or left in place); 2: cannot resolve / bad input."""))
+        Exit 0: nothing at or above --fail-on introduced; 1: introduced (--strict: or left in place); 2: cannot resolve / bad input, or --timeout ran out; 3: the target cannot be probed; 5: the ledger cannot be read; 130: interrupted."""))

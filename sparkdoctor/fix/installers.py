@@ -1,9 +1,12 @@
 """The target's own installer: pip (`python -m pip`, run through the Target protocol) or uv
 (`uv pip --python`) for a uv venv (pyvenv.cfg has a `uv = ...` key, or the venv has no pip).
 
-Every plan starts from a dry-run resolution (`pip install --dry-run --report`, `uv pip install
---dry-run`), so what the plan shows is what the real call will do. Every call has a timeout and is
-killed with its children (sparkdoctor.proc); a failure is a FixError with the installer's last line.
+Every plan starts from a dry-run resolution (`pip install --dry-run --report`), so what the plan shows is what the
+real call will do. A dry run never runs the target's code: pip runs in the target's interpreter without site
+(targets/target_pip_dry.py), for a uv venv sparkdoctor's own pip the same way (`--pip-from`), never `uv pip install
+--dry-run --python PY`, because uv starts PY with site to ask about it, and the target's `.pth` import lines and
+sitecustomize.py ran. Every call has a timeout and is killed with its children (sparkdoctor.proc); a failure is a
+FixError with the installer's last line.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from sparkdoctor.fix.interface import (
     UnchangedError,
 )
 from sparkdoctor.fix.inventory import Inventory
-from sparkdoctor.targets.early import PIP_NO_SITE
+from sparkdoctor.targets.early import PIP_NO_SITE, own_pip_folder
 from sparkdoctor.targets.files import FileError, transport_of
 from sparkdoctor.targets.local import Target
 from sparkdoctor.unreachable import index_unreachable
@@ -108,8 +111,10 @@ class PipInstaller(Installer):
 
     name = "pip"
 
-    def __init__(self, target: Target, inventory: Inventory):
-        self.target, self.inventory = target, inventory
+    def __init__(self, target: Target, inventory: Inventory, pip_from: str | None = None):
+        """pip_from: the folder of the `pip` package to run without site (sparkdoctor's own, for a venv without pip);
+        only for the calls that install nothing."""
+        self.target, self.inventory, self.pip_from = target, inventory, pip_from
         self.files = transport_of(target)
 
     def _stage(self, tmp: str, constraints: list[str] | None) -> list[str]:
@@ -124,7 +129,9 @@ class PipInstaller(Installer):
         # only the install itself runs pip as `python -m pip` does, with site (a package's install may need its .pth
         # lines); a dry run, a download, a list run pip without site: no package code runs while a plan is made
         installs = args[0] in ("install", "uninstall") and "--dry-run" not in args
-        result = self.target.run_script(RUNNER if installs else Path(PIP_NO_SITE), [args[0], *base, *args[1:]], TIMEOUT, env=env)
+        pip_from = ["--pip-from", self.pip_from] if self.pip_from and not installs else []
+        result = self.target.run_script(RUNNER if installs else Path(PIP_NO_SITE), [*pip_from, args[0], *base, *args[1:]], TIMEOUT,
+                                        env=env)
         if not result.ok:
             raise _fail(what, result, dry_run)
         return result
@@ -233,37 +240,30 @@ def uv_binary() -> str | None:
 
 
 class UvInstaller(Installer):
+    """uv installs into a uv venv; its dry runs are sparkdoctor's own pip's, run by the target's interpreter without
+    site (`dry_run`): uv would start the interpreter with site to ask about it, running the target's .pth lines."""
+
     name = "uv"
 
-    def __init__(self, uv: str, inventory: Inventory):
-        self.uv, self.inventory = uv, inventory
+    def __init__(self, uv: str, inventory: Inventory, resolver: PipInstaller):
+        self.uv, self.inventory, self.resolver = uv, inventory, resolver
 
     def describe(self) -> str:
         return f"uv pip --python {self.inventory.python}"
 
-    def _uv(self, args: list[str], what: str, env: dict[str, str] | None = None, dry_run: bool = False) -> proc.ProcResult:
+    def _uv(self, args: list[str], what: str, env: dict[str, str] | None = None) -> proc.ProcResult:
         full = dict(os.environ)
         full.update(env or {})
         result = proc.run([self.uv, "pip", args[0], "--python", self.inventory.python, *args[1:]], timeout=TIMEOUT, env=full)
         if not result.ok:
-            raise _fail(what, result, dry_run)
+            raise _fail(what, result)
         return result
 
     def dry_run(self, requirements: list[str], *, no_deps: bool = False, ignore_installed: bool = False,
                 constraints: list[str] | None = None, env: dict[str, str] | None = None,
                 offline_from: str | None = None) -> Resolution:
-        args = ["install", "--dry-run", *WHEELS_ONLY, *_constraint_args(constraints)]
-        args += (["--reinstall"] if ignore_installed else []) + (["--no-deps"] if no_deps else [])
-        if offline_from:
-            args += ["--offline", "--no-index", "--find-links", offline_from]
-        out = self._uv([*args, "--", *requirements], f"uv dry run of {' '.join(requirements)}", env, dry_run=True)
-        res = Resolution()
-        for line in (out.stderr + "\n" + out.stdout).splitlines():
-            line = line.strip()
-            if line.startswith("+ ") and "==" in line:  # "- name==version": what the call would remove
-                name, version = line[2:].split("==", 1)
-                res.installs[canonicalize_name(name.strip())] = version.strip().split()[0]
-        return res
+        return self.resolver.dry_run(requirements, no_deps=no_deps, ignore_installed=ignore_installed,
+                                     constraints=constraints, env=env, offline_from=offline_from)
 
     def install(self, requirements: list[str], *, force_reinstall: bool = False, no_deps: bool = False,
                 offline_from: str | None = None, constraints: list[str] | None = None) -> None:
@@ -295,7 +295,11 @@ def for_target(target: Target, inventory: Inventory) -> Installer:
         return PipInstaller(target, inventory)
     uv = uv_binary()
     if (inventory.uv or not inventory.has_pip) and uv:
-        return UvInstaller(uv, inventory)
+        own = own_pip_folder()
+        if own is None:
+            raise UnchangedError(f"{inventory.python} has no pip, and sparkdoctor's own pip, which resolves a plan there "
+                                 "without running the target's code, cannot be found: reinstall sparkdoctor with pip")
+        return UvInstaller(uv, inventory, PipInstaller(target, inventory, pip_from=own))
     if not inventory.has_pip:
         # nothing was changed: exit 6, as for an index that cannot be reached, never 5 (a failed apply)
         made_by = " (uv made this venv)" if inventory.uv else ""

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from sparkdoctor import proc
 from sparkdoctor.inputs import TooBig, read_bytes
-from sparkdoctor.mods import named, scratch_watch, seccomp
+from sparkdoctor.mods import named, scratch_dirs, scratch_watch, seccomp
 from sparkdoctor.mods.model import ModError
 from sparkdoctor.mods.trees import MAX_FILE, NotPatchable, Tree, fits_a_path
 
@@ -258,11 +258,10 @@ def run_script(argv_in_mod: list[str], mod_dir: Path, texts: list[str], tree: Tr
         return ScriptRun(None, refused=why)
     program = seccomp.program()
     assert program is not None
-    with tempfile.TemporaryDirectory(prefix="sparkdoctor-mod-") as tmp, tempfile.TemporaryFile() as bpf:
+    with scratch_dirs.scratch_folder() as scratch, tempfile.TemporaryFile() as bpf:  # one a SIGKILL left goes next run
         bpf.write(program)
         bpf.flush()
         bpf.seek(0)
-        scratch = Path(tmp)
         site, work, home = scratch / "site", scratch / "mod", scratch / "home"
         site.mkdir()
         home.mkdir()

@@ -51,6 +51,16 @@ losing every package fact to the timeout."""
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # sparkdoctor/
 PIP_NO_SITE = os.path.join(_PKG, "targets", "target_pip_dry.py")
 """pip without site (its module doc says how): whatif's dry runs and every pip call of fix's but the install itself."""
+
+
+def own_pip_folder() -> str | None:
+    """The folder holding sparkdoctor's own `pip` package (its site-packages), found without importing pip: what
+    target_pip_dry.py's `--pip-from` takes to resolve in a venv without a pip (a uv venv), without site there."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pip")
+    origin = spec.origin if spec is not None else None
+    return os.path.dirname(os.path.dirname(origin)) if origin else None
 TARGET, CAPABILITIES, GPU = "target_env", "capabilities", "gpu"
 
 RAW: dict[str, tuple[proc.Running, dict[str, str]]] = {}

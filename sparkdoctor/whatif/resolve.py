@@ -22,7 +22,7 @@ from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.facts import Facts
 from sparkdoctor.proc import ProcResult
-from sparkdoctor.targets.early import PIP_NO_SITE
+from sparkdoctor.targets.early import PIP_NO_SITE, own_pip_folder
 from sparkdoctor.targets.interface import Target
 from sparkdoctor.text import clip
 from sparkdoctor.verify.stacks import conflict
@@ -73,15 +73,6 @@ ARCHIVE_SUFFIXES = (".zip", ".whl", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tlz
 
 
 PIP_DRY = Path(PIP_NO_SITE)
-
-
-def own_pip_folder() -> Path | None:
-    """The folder holding sparkdoctor's own `pip` package (its site-packages), found without importing pip."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("pip")
-    origin = spec.origin if spec is not None else None
-    return Path(origin).parent.parent if origin else None
 
 
 def check_specs(specs: list[str], allow_url: bool = False) -> None:
