@@ -62,6 +62,7 @@ VARIABLE = [
     re.compile(rf"{_B}eyJ[A-Za-z0-9_\-]{{8,}}\.[A-Za-z0-9_\-]{{4,}}\.[A-Za-z0-9_\-]*"),
 ]
 ANCHORED = {p: re.compile(p.pattern[len(_B):]) for p in (*(p for p, _ in FIXED), *VARIABLE)}  # without the boundary
+PREFIXES = re.compile(r"hf_|gh[pousr]_|github_pat_|AKIA|ASIA|nvapi-|sk-|gl[a-z]{2,4}-|[rs]k_|xox|eyJ")  # every kind's start
 PLAIN = re.compile(r"[A-Z]*[a-z]*|[0-9][0-9:.\-]*")  # INFO, Traceback, loading, 2026-11-30: a word, not a key's part
 
 
@@ -89,6 +90,8 @@ def _crossing(text: str, segments: list[tuple[int, int]], spaced: list[bool]) ->
     """Token matches in the joined runs that cross a break. Where the next line starts after a space or a prefix (a
     soft break), a token may also start or end right at the break: it is tried there without the word boundary."""
     joined = "".join(text[s:e] for s, e in segments)
+    if not PREFIXES.search(joined):
+        return []  # most lines: no kind's prefix, nothing to try
     breaks, offset = [], 0  # where each line break is in `joined`
     for s, e in segments[:-1]:
         offset += e - s
