@@ -9,7 +9,7 @@ name, home path, IP (v4 or v6) or MAC address, and no token or key. Two kinds of
     in any case, as DNS reads it, when it has a digit or a hyphen; a plain word and a user name as learned).
   - shapes that are secret whatever field holds them: Hugging Face (hf_...), OpenAI (sk-...), GitHub
     (ghp_..., github_pat_...), GitLab (glpat-...), Stripe (sk_live_..., rk_live_...), NGC (nvapi-...), AWS
-    (AKIA...), Slack (xox?-...) tokens, bearer tokens, credentials in URLs, whole PEM/OpenSSH key blocks (cut ones
+    (AKIA...), Slack (xox?-...) tokens (cut by a line break too: wrapped.py), bearer tokens, credentials in URLs, whole PEM/OpenSSH key blocks (cut ones
     too), `mysql -pPASSWORD`, IPv4/IPv6/MAC addresses, user names in per-user folders outside the homes
     (/scratch/NAME, /data/users/NAME), every FQDN and URL host outside a short public allow-list
     (shapes.PUBLIC_HOSTS: pypi.org, github.com, huggingface.co, nvidia.com, ...), and what anonymize/shapes.py finds by form:
@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkdoctor.anonymize import shapes
+from sparkdoctor.anonymize import shapes, wrapped
 
 USER, HOST, IP, MAC, SECRET, EMAIL = "<user>", "<host>", "<ip>", "<mac>", "<redacted>", "<email>"
 
@@ -69,7 +69,7 @@ _NAME = "A-Za-z0-9"  # a learned name is replaced between any other characters: 
 TOKEN_PATTERNS = [
     re.compile(r"\bhf_[A-Za-z0-9]{8,}"),
     re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{8,}"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{8,}"),
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9_]{8,}"),  # GitHub: [A-Za-z0-9_] (github.blog changelog 2021-03-31)
     re.compile(r"\bgithub_pat_[A-Za-z0-9_]{8,}"),
     re.compile(r"\bgl(?:pat|dt|rt|ptt|ft|imt|soat|cbt|oas)-[A-Za-z0-9_\-]{8,}"),  # GitLab
     re.compile(r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{8,}"),  # Stripe secret and restricted keys
@@ -203,6 +203,7 @@ class Redactor:
         if not self.enabled or not isinstance(value, str) or not value:
             return value
         out = _cut(value, shapes.pem_spans(value))  # first: a key's lines must not be taken apart by other scans
+        out = _cut(out, wrapped.spans(out))  # a token cut by a line break: both parts (anonymize/wrapped.py)
         secrets = self._patterns()[0]
         for secret in self._long_secrets:
             out = out.replace(secret, SECRET)

@@ -8,10 +8,11 @@ maintainer can re-run `sparkdoctor check --facts` on it. Every string from the b
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import TYPE_CHECKING
 
-from sparkdoctor.anonymize import REDACTED_NOTE, redactor_for
+from sparkdoctor.anonymize import REDACTED_NOTE, Redactor, redactor_for
 from sparkdoctor.describe import (
     FACT_CHARS,
     PROSE_CHARS,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from sparkdoctor.findings import Report
 
 CELL_CHARS = PROSE_CHARS  # a cell or line that joins several facts, each clipped already
+HEAD = PROSE_CHARS + 400  # the most of a string any line shows, and a cut token's rest (anonymize/wrapped.MAX_RUN)
 
 
 def _text(text: object, limit: int = FACT_CHARS) -> str:
@@ -69,6 +71,10 @@ def render_markdown(report: Report) -> str:
     tool = facts.tool or {}
     redactor = redactor_for(clipped(facts.to_dict()), local=True)
     shown = shown_fingerprint(facts, redactor)
+    shown_facts = dataclasses.replace(facts)  # a copy: the caller's facts are not touched
+    for f in dataclasses.fields(facts):
+        setattr(shown_facts, f.name, _breaks_redacted(getattr(facts, f.name), redactor))
+    report = dataclasses.replace(report, facts=shown_facts)
     out: list[str] = [
         "## sparkdoctor report",
         "",
@@ -87,6 +93,19 @@ def render_markdown(report: Report) -> str:
         blocks.append(Block(title, lines, essential=section in (_toolchain, _findings)))
     text, _ = fit(blocks, GITHUB_LIMIT, "", _left_out, _fit_notice)  # a GitHub issue body holds 65,536 characters
     return str(text)
+
+
+def _breaks_redacted(value: object, redactor: Redactor) -> object:
+    """`value` with each string that holds a line break redacted before a line below folds its breaks into spaces:
+    a token a log wrapper cut at a line's end is found only across the break (anonymize/wrapped.py). Only what can be
+    shown (HEAD characters) is read: a 25 MB field costs no more than a short one."""
+    if isinstance(value, str):
+        return redactor.text(value[:HEAD]) + value[HEAD:] if "\n" in value[:HEAD] else value
+    if isinstance(value, dict):
+        return {k: _breaks_redacted(v, redactor) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_breaks_redacted(v, redactor) for v in value]
+    return value
 
 
 def _left_out(block: Block, _attachment: str) -> list[str]:
