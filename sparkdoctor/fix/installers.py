@@ -46,6 +46,8 @@ def _fail(what: str, result: proc.ProcResult, dry_run: bool = False) -> FixError
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith(("ERROR", "error"))]
     last = (errors or lines or [result.describe_failure()])[-1]
+    if last == "ERROR: Exception:" and lines[-1] != last:  # pip crashed: its traceback's last line says on what
+        last = f"pip stopped on an error of its own: {lines[-1]}"
     if result.returncode is None or result.signal:
         last = result.describe_failure()
     conflict = resolution_conflict(f"{result.stderr}\n{result.stdout}")  # pip writes the causes to stdout
@@ -186,7 +188,8 @@ class PipInstaller(Installer):
         wheels); the wheels then come out to dest on this machine, where the journal keeps them."""
         try:
             with self.files.scratch() as tmp:
-                _fetch(requirements, tmp, lambda args: self.target.run_script(RUNNER, args, TIMEOUT))
+                # without site, as the comment in _pip says: fetching wheels needs no package's .pth line
+                _fetch(requirements, tmp, lambda args: self.target.run_script(Path(PIP_NO_SITE), args, TIMEOUT))
                 names = [n for n in self.files.listdir(tmp) if n.endswith(".whl")]
                 got = self.files.export([f"{tmp}/{n}" for n in names], Path(dest))
                 for path, row in got.items():

@@ -1,0 +1,88 @@
+"""`fix` on more environments made the ordinary way: a venv with a `pip install --target DIR` copy on PYTHONPATH,
+a dist whose METADATA is not UTF-8, a package conda installed, and a target whose `.pth` runs code while the
+journal's wheels are fetched. Each test failed on the code before its fix (docs/evidence/revenvs-2026-11-30.md)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.fix.installers import PipInstaller
+from sparkdoctor.fix.inventory import Inventory
+from sparkdoctor.targets.local import PythonTarget
+from tests.fix import scenario
+from tests.fix.scenario import as_json, fix_cli
+
+pytestmark = pytest.mark.slow
+OFFLINE = {"PIP_NO_INDEX": "1", "UV_OFFLINE": "1"}
+
+
+def _site(python: Path) -> Path:
+    return next(python.parent.parent.glob("lib/python*/site-packages"))
+
+
+def test_a_copy_on_pythonpath_ahead_of_the_venv_is_refused_in_the_plan(tmp_path, wheels):
+    """`pip install --target DIR six==1.16.0` and PYTHONPATH=DIR: pip leaves a copy outside the venv ("outside
+    environment") and installs 1.17.0 into site-packages, behind it. The apply failed ("six is 1.16.0, the plan said
+    1.17.0") and its rollback said "nothing changed (... verified identical)" while six 1.17.0 stayed in site-packages.
+    The plan refuses now (exit 4), nothing done."""
+    python = scenario.make_target(tmp_path, "pip", wheels)
+    site, outside = _site(python), tmp_path / "target-dir"
+    outside.mkdir()
+    for name in ("six.py", "six-1.16.0.dist-info"):
+        shutil.move(str(site / name), str(outside / name))
+    before = sorted(os.listdir(site))
+    env = {"SPARKDOCTOR_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(outside), "PIP_FIND_LINKS": str(wheels), **OFFLINE}
+    res = fix_cli(python, "--yes", "--format", "json", env=env)
+    assert res.returncode == 4, res.stdout + res.stderr
+    refusals = " ".join(as_json(res)["plan"]["refusals"])
+    assert f"six is imported from {outside}" in refusals and "pip install --target" in refusals, refusals
+    assert sorted(os.listdir(site)) == before, "nothing was installed"
+
+
+def test_a_dist_whose_metadata_is_not_utf8_is_named_by_what_stops_the_plan(tmp_path, wheels):
+    """check lists it under "could not observe"; fix's inventory probe died on it (exit 3, "the target could not be
+    probed"). It is left out of the inventory as check leaves it out; pip's own dry run then stops on it, and the
+    line quoted pip's "ERROR: Exception:" alone: it says what pip stopped on now (exit 6, nothing changed)."""
+    python = scenario.make_target(tmp_path, "pip", wheels)
+    (_site(python) / "typing_extensions-4.12.2.dist-info" / "METADATA").write_bytes(b"\x00\xff not UTF-8\n")
+    env = {"SPARKDOCTOR_STATE_DIR": str(tmp_path / "state"), "PIP_FIND_LINKS": str(wheels), **OFFLINE}
+    res = fix_cli(python, "--format", "json", env=env)
+    message = as_json(res)["errors"][0]["message"]
+    assert res.returncode == 6, res.stdout + res.stderr
+    assert "pip stopped on an error of its own: UnicodeDecodeError" in message and "nothing was changed" in message, message
+
+
+def test_a_package_conda_installed_is_not_replaced_without_allow_replace(tmp_path, wheels):
+    """A conda environment's packages carry INSTALLER `conda` (conda-meta/ keeps conda's own record). pip replaced
+    such a six with the registry's wheel and said nothing; conda's record then named a version no longer there."""
+    python = scenario.make_target(tmp_path, "pip", wheels)
+    (_site(python) / "six-1.16.0.dist-info" / "INSTALLER").write_text("conda\n")
+    env = {"SPARKDOCTOR_STATE_DIR": str(tmp_path / "state"), "PIP_FIND_LINKS": str(wheels), **OFFLINE}
+    res = fix_cli(python, "--yes", "--format", "json", env=env)
+    refusals = " ".join(as_json(res)["plan"]["refusals"])
+    assert res.returncode == 4 and "six 1.16.0 came from conda" in refusals and "--allow-replace six" in refusals, res.stdout
+    assert (_site(python) / "six-1.16.0.dist-info" / "INSTALLER").read_text() == "conda\n", "nothing was changed"
+
+
+def test_fetching_the_journals_wheels_runs_no_package_code(tmp_path, wheels, monkeypatch):
+    """Before the first change `fix --yes` fetches the wheels of what it replaces (the rollback's copies). That pip
+    ran with site: the target's .pth import lines and sitecustomize.py ran, though only the install itself runs pip so."""
+    python = scenario.make_target(tmp_path, "pip", wheels)
+    site, markers = _site(python), tmp_path / "markers"
+    markers.mkdir()
+    (site / "zz_evil.pth").write_text(f"import os; open(os.path.join({str(markers)!r}, 'PTH_%d' % os.getpid()), 'w').close()\n")
+    (site / "sitecustomize.py").write_text(f"import os\nopen(os.path.join({str(markers)!r}, 'SC_%d' % os.getpid()), 'w').close()\n")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    inventory = Inventory(python=str(python), is_venv=True, uv=False, has_pip=True, writable=True, purelib=str(site),
+                          version="{}.{}".format(*sys.version_info[:2]), dists={})
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    got = PipInstaller(PythonTarget(str(python), "--python"), inventory).download(["six==1.16.0"], str(dest))
+    assert got["six"] and (dest / got["six"]).is_file(), got
+    assert sorted(os.listdir(markers)) == []
