@@ -198,3 +198,25 @@ def test_a_program_that_is_no_python_is_named_so_not_as_a_failed_probe(tmp_path,
     message = str(info.value)
     assert message.startswith(f"{program} does not run as a Python interpreter: asked for its version (-c), it exited "), message
     assert "frob" in message.split(": ", 1)[1] and "\n" not in message, message
+
+
+def test_a_venvs_bin_folder_is_taken_as_the_venv_and_a_dangling_virtual_env_says_why(tmp_path, monkeypatch):
+    """`--python venv/bin` was "a folder without bin/python" (python is right there); with $VIRTUAL_ENV naming a venv
+    whose base Python is gone, check said "no bin/python there (a venv deleted or moved?)" for a bin/python `ls`
+    shows."""
+    from sparkdoctor.targets import TargetError
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    assert target_mod.resolve_python_target(str(venv / "bin")).python == str(venv / "bin" / "python")
+    gone = tmp_path / "gone"
+    (gone / "bin").mkdir(parents=True)
+    (gone / "bin" / "python3").symlink_to("/nonexistent/base/bin/python3")
+    (gone / "bin" / "python").symlink_to("python3")
+    monkeypatch.setenv("VIRTUAL_ENV", str(gone))
+    with pytest.raises(TargetError) as info:
+        target_mod.resolve_python_target(None)
+    assert str(info.value).startswith(f"$VIRTUAL_ENV {gone}: ") and "/nonexistent/base/bin/python3, which does not exist" in str(info.value)
+    with pytest.raises(TargetError, match="which does not exist"):
+        target_mod.resolve_python_target(str(gone / "bin"))

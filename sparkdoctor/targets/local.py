@@ -158,6 +158,7 @@ def resolve_python_target(python: str | None) -> PythonTarget:
             if candidate.exists():
                 return PythonTarget(str(candidate), "VIRTUAL_ENV")
         # a venv deleted or moved while its shell still names it: judging sparkdoctor's own venv instead would pass on it
+        _refuse_dangling(f"$VIRTUAL_ENV {venv}", Path(venv) / "bin" / "python")
         raise TargetError(f"$VIRTUAL_ENV {venv}: no bin/python there (a venv deleted or moved?); pass --python, "
                           "or deactivate it")
     return PythonTarget(sys.executable, "current interpreter")
@@ -218,10 +219,11 @@ def _resolve_interpreter(python: str) -> str:
 def _interpreter_at(python: str) -> str:
     path = Path(python)
     if path.is_dir():  # a venv folder given instead of its interpreter
-        for name in ("bin/python", "bin/python3"):
+        for name in ("bin/python", "bin/python3", "python", "python3"):  # a venv, or its bin/ folder
             if (path / name).exists():
                 return str(path / name)
-        _refuse_dangling(python, path / "bin" / "python")
+        for link in (path / "bin" / "python", path / "python"):
+            _refuse_dangling(f"--python {python}", link)
         raise TargetError(f"--python {python}: a folder without bin/python")
     found = shutil.which(python) if os.sep not in python else None  # a bare name is a PATH lookup
     if found:
@@ -230,11 +232,11 @@ def _interpreter_at(python: str) -> str:
         if not os.access(path, os.X_OK):
             raise TargetError(f"--python {python}: not executable")
         return os.path.abspath(path)
-    _refuse_dangling(python, path)
+    _refuse_dangling(f"--python {python}", path)
     raise TargetError(f"--python {python}: no such interpreter")
 
 
-def _refuse_dangling(python: str, link: Path) -> None:
+def _refuse_dangling(given: str, link: Path) -> None:
     """A venv whose base Python was removed or upgraded away keeps bin/python as a link to nothing (in a venv made
     by `python -m venv`: python -> python3 -> the base's python3): say that, naming the missing file at the end of
     the chain, not "no such interpreter" (the file is right there in `ls`)."""
@@ -245,13 +247,13 @@ def _refuse_dangling(python: str, link: Path) -> None:
         target = here.parent / os.readlink(here)
         if not os.path.lexists(target):
             via = "" if here == link else f" (through {here})"
-            raise TargetError(f"--python {python}: {link} is a link{via} to {os.readlink(here)}, which does not exist "
+            raise TargetError(f"{given}: {link} is a link{via} to {os.readlink(here)}, which does not exist "
                               "(the Python this environment was made with is gone: recreate the environment)")
         if str(target) in seen or not target.is_symlink():
             break
         seen.add(str(target))
         here = target
-    raise TargetError(f"--python {python}: {link} is a link that never reaches a file (a loop of links, or a "
+    raise TargetError(f"{given}: {link} is a link that never reaches a file (a loop of links, or a "
                       "chain that ends at a missing one)")
 
 
