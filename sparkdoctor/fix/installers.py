@@ -32,7 +32,7 @@ from sparkdoctor.fix.interface import (
     UnchangedError,
 )
 from sparkdoctor.fix.inventory import Inventory
-from sparkdoctor.targets.early import PIP_NO_SITE
+from sparkdoctor.targets.early import OLD_PIP, PIP_NO_SITE, own_pip_folder
 from sparkdoctor.targets.files import FileError, transport_of
 from sparkdoctor.targets.local import Target
 from sparkdoctor.unreachable import index_unreachable
@@ -127,6 +127,11 @@ class PipInstaller(Installer):
         # lines); a dry run, a download, a list run pip without site: no package code runs while a plan is made
         installs = args[0] in ("install", "uninstall") and "--dry-run" not in args
         result = self.target.run_script(RUNNER if installs else Path(PIP_NO_SITE), [args[0], *base, *args[1:]], TIMEOUT, env=env)
+        too_old = not result.ok and dry_run and any(old in (result.stderr or "") for old in OLD_PIP)
+        if too_old and getattr(self.target, "shares_files", True) and (own := own_pip_folder()):
+            # a pip older than 22.2 has no --dry-run --report: sparkdoctor's pip resolves, run by the target's
+            # interpreter without site, as whatif does; the install itself stays the target's own pip
+            result = self.target.run_script(Path(PIP_NO_SITE), ["--pip-from", own, args[0], *base, *args[1:]], TIMEOUT, env=env)
         if not result.ok:
             raise _fail(what, result, dry_run)
         return result

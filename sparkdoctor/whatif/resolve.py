@@ -22,7 +22,8 @@ from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.facts import Facts
 from sparkdoctor.proc import ProcResult
-from sparkdoctor.targets.early import PIP_NO_SITE
+from sparkdoctor.targets import early
+from sparkdoctor.targets.early import OLD_PIP, PIP_NO_SITE
 from sparkdoctor.targets.interface import Target
 from sparkdoctor.text import clip
 from sparkdoctor.verify.stacks import conflict
@@ -77,11 +78,8 @@ PIP_DRY = Path(PIP_NO_SITE)
 
 def own_pip_folder() -> Path | None:
     """The folder holding sparkdoctor's own `pip` package (its site-packages), found without importing pip."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("pip")
-    origin = spec.origin if spec is not None else None
-    return Path(origin).parent.parent if origin else None
+    found = early.own_pip_folder()
+    return Path(found) if found else None
 
 
 def check_specs(specs: list[str], allow_url: bool = False) -> None:
@@ -153,7 +151,8 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
         if uv is not None:
             seen.installer = f"uv pip --python {python}"
             return uv_resolve(uv, python, specs, constraints, facts, no_deps)
-    if not result.ok and "No module named pip" in (result.stderr or "") and local and own_pip() and own_pip_folder():
+    no_pip = "No module named pip" in (result.stderr or "") or any(old in (result.stderr or "") for old in OLD_PIP)
+    if not result.ok and no_pip and local and own_pip() and own_pip_folder():
         pip = ["--pip-from", str(own_pip_folder())]  # sparkdoctor's pip, run by the target's interpreter without site
         seen.installer = f"{python} -m pip (sparkdoctor's pip, {own_pip_folder()})"
         result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)
