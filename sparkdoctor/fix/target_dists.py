@@ -125,6 +125,8 @@ def describe(dist, hash_names, folders):
         "direct_url": direct,
         "requires": list(dist.requires or []),
         "files": [r[0] for r in rows],
+        # a .dist-info whose RECORD is missing or empty (a copy by hand, a write cut short): pip cannot uninstall it
+        "no_record": str(info_dir or "").endswith(".dist-info") and not rows,
     }
     if canonical(name) in hash_names:
         out["mismatched"] = mismatches(location, rows)

@@ -4,6 +4,7 @@ journal's wheels are fetched. Each test failed on the code before its fix (docs/
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -86,3 +87,61 @@ def test_fetching_the_journals_wheels_runs_no_package_code(tmp_path, wheels, mon
     got = PipInstaller(PythonTarget(str(python), "--python"), inventory).download(["six==1.16.0"], str(dest))
     assert got["six"] and (dest / got["six"]).is_file(), got
     assert sorted(os.listdir(markers)) == []
+
+
+def test_a_venv_whose_pip_predates_dry_run_reports_is_planned_and_predicted(tmp_path, wheels):
+    """Ubuntu 22.04's `python3 -m venv` brings pip 22.0.2, which has no `install --dry-run --report` (pip 22.2):
+    `fix` stopped with "pip dry run of six==1.17.0 failed: no such option: --dry-run" (exit 6) and `whatif` with
+    "cannot be resolved ... no such option: --dry-run". sparkdoctor's own pip resolves now, run by the target's
+    interpreter without site; the install itself is still the target's pip."""
+    python = scenario.make_target(tmp_path, "pip", wheels)
+    scenario.must([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index", "--find-links",
+                   str(wheels), "pip==22.0.2"])
+    env = {"SPARKDOCTOR_STATE_DIR": str(tmp_path / "state"), "PIP_FIND_LINKS": str(wheels), **OFFLINE}
+    res = fix_cli(python, "--format", "json", env=env)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert as_json(res)["plan"]["changes"]["six"] == ["1.16.0", "1.17.0"], res.stdout
+    what = scenario.run([sys.executable, "-m", "sparkdoctor", "whatif", "six==1.17.0", "--python", str(python), "--format", "json"],
+                        env=env)
+    assert what.returncode in (0, 1), what.stdout + what.stderr
+    assert "no such option" not in what.stdout + what.stderr
+
+
+@pytest.mark.parametrize("damage", [b"\xff\xfe not UTF-8,,\n", b'"' + b"x" * 200_000 + b'",,\n'], ids=["not-utf8", "huge-field"])
+def test_a_record_that_is_no_utf8_or_no_csv_does_not_stop_the_apply(tmp_path, wheels, damage):
+    """A RECORD pip cannot have written (bytes that are not UTF-8; a field past csv's limit) in a dist no plan names:
+    `fix --yes` ended with exit 5, "cannot read the files outside the plan: probe target_stat.py ... python exited 1:
+    UnicodeDecodeError", though nothing had been changed. The files the listing names are not watched, as
+    target_dists.py leaves such a dist out. Run here as fix runs it (the stat before the apply)."""
+    python = scenario.make_target(tmp_path, "pip", wheels)
+    site = _site(python)
+    record = site / "typing_extensions-4.12.2.dist-info" / "RECORD"
+    record.write_bytes(record.read_bytes() + damage)
+    script = Path(__file__).parents[2] / "sparkdoctor" / "fix" / "target_stat.py"
+    res = scenario.must([str(python), "-S", "-B", "-X", f"sparkdoctor_site={Path(__file__).parents[2] / 'probes' / 'shared'}",
+                         str(script), "stat", "--skip", "six"])
+    stat = json.loads(res.stdout.splitlines()[-1])["stat"]
+    assert str(site / "idna" / "core.py") in stat and str(site / "typing_extensions.py") not in stat, sorted(stat)[:5]
+
+
+@pytest.mark.parametrize("record", ["missing", "empty"])
+def test_a_dist_info_without_record_rows_is_refused_before_pip_touches_it(tmp_path, wheels, record):
+    """six's RECORD missing: pip stopped ("Cannot uninstall six 1.16.0, RECORD file not found"), the rollback stopped
+    the same way (exit 5), and check then failed on `fix-unfinished` for an environment nothing had changed. RECORD
+    empty: pip removed nothing, wrote six 1.17.0 beside it, and the rollback said "nothing changed (... verified
+    identical)" with six.py at 1.17.0 and two dist-info folders. Refused in the plan now (exit 4), with a remedy that
+    works."""
+    python = scenario.make_target(tmp_path, "pip", wheels)
+    site = _site(python)
+    rec = site / "six-1.16.0.dist-info" / "RECORD"
+    rec.unlink() if record == "missing" else rec.write_text("")
+    before = sorted(os.listdir(site)), (site / "six.py").read_bytes()
+    env = {"SPARKDOCTOR_STATE_DIR": str(tmp_path / "state"), "PIP_FIND_LINKS": str(wheels), **OFFLINE}
+    res = fix_cli(python, "--yes", "--format", "json", env=env)
+    refusals = " ".join(as_json(res)["plan"]["refusals"])
+    assert res.returncode == 4 and "six 1.16.0 has no RECORD rows" in refusals, res.stdout + res.stderr
+    assert (sorted(os.listdir(site)), (site / "six.py").read_bytes()) == before
+    remedy = refusals.split("first (pip's own hint, --force-reinstall, stops the same way): ")[1].split()[:5]
+    assert remedy == ["pip", "install", "--ignore-installed", "--no-deps", "six==1.16.0"], remedy
+    scenario.must([str(python), "-m", *remedy], env={"PIP_FIND_LINKS": str(wheels), **OFFLINE})
+    assert rec.read_text(), "the remedy wrote RECORD again"
