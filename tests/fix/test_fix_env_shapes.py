@@ -145,3 +145,28 @@ def test_a_dist_info_without_record_rows_is_refused_before_pip_touches_it(tmp_pa
     assert remedy == ["pip", "install", "--ignore-installed", "--no-deps", "six==1.16.0"], remedy
     scenario.must([str(python), "-m", *remedy], env={"PIP_FIND_LINKS": str(wheels), **OFFLINE})
     assert rec.read_text(), "the remedy wrote RECORD again"
+
+
+def test_a_rollback_of_a_user_site_dist_leaves_no_empty_dist_info_where_pip_writes(tmp_path, wheels):
+    """`pip install --user six==1.16.0` into a python that is no venv and has no six of its own; `fix --system --yes`
+    (pip moves six to the system's site-packages), then `--rollback`: the journal's wheel was installed where pip
+    writes, its files removed again and the user copy put back, but an empty `six-1.16.0.dist-info` folder stayed in
+    the system's site-packages ("Verified: ... as before"): pip warned "Skipping ... invalid metadata entry 'name'"
+    on every run, and check listed it under "could not observe"."""
+    from tests.fix.test_fix_environments import interpreter_at
+
+    python = interpreter_at(tmp_path / "py")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "PIP_FIND_LINKS": str(wheels), "PIP_CONFIG_FILE": "/dev/null", "PYTHONUSERBASE": "",
+           "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state"), **OFFLINE}
+    scenario.must([str(python), "-m", "ensurepip"], env=env)
+    scenario.must([str(python), "-m", "pip", "install", "-q", "--user", "six==1.16.0"], env=env)
+    system = next((tmp_path / "py").glob("lib/python*/site-packages"))
+    user = next(home.glob(".local/lib/python*/site-packages"))
+    before = {p: sorted(x.name for x in p.iterdir()) for p in (system, user)}
+    applied = fix_cli(python, "--system", "--yes", env=env)
+    assert applied.returncode == 0 and (system / "six-1.17.0.dist-info").is_dir(), applied.stdout + applied.stderr
+    back = fix_cli(None, "--rollback", env=env)
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert {p: sorted(x.name for x in p.iterdir()) for p in (system, user)} == before
