@@ -160,3 +160,63 @@ def test_check_with_stderr_closed_still_writes_its_document():
                           capture_output=True, text=True, timeout=300)
     doc = json.loads(done.stdout)
     assert done.returncode in (0, 1) and doc["kind"] != "error" and doc["exit_code"] == done.returncode, done.stdout[-500:]
+
+
+def test_a_venv_made_by_python_m_venv_whose_base_python_is_gone_names_the_missing_file(tmp_path):
+    """`python -m venv` links bin/python -> python3 -> the base's python3. With the base removed (a pyenv version
+    uninstalled, a conda prefix deleted) the line said "a loop of links, or a chain that ends at a missing one"
+    and named neither; it names the missing base interpreter now."""
+    import pytest
+
+    from sparkdoctor.targets import TargetError
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python3").symlink_to("/nonexistent/base/bin/python3")
+    (venv / "bin" / "python").symlink_to("python3")
+    for given in (venv / "bin" / "python", venv):
+        with pytest.raises(TargetError) as info:
+            target_mod.resolve_python_target(str(given))
+        message = str(info.value)
+        assert "to /nonexistent/base/bin/python3, which does not exist" in message and "recreate the environment" in message
+        assert "loop" not in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize("answer", ["echo 'frob: unknown option -S' >&2; exit 2", "echo 'usage: frob FILE'; exit 0"])
+def test_a_program_that_is_no_python_is_named_so_not_as_a_failed_probe(tmp_path, answer):
+    """`--python /bin/ls` (or a wrapper that runs something else) said "probe target_env in /bin/ls: ls exited 2: Try
+    '/bin/ls --help' for more information.": true, but not what is wrong. Asked for its version, it gives none."""
+    from sparkdoctor import proc
+    from sparkdoctor.targets import TargetError
+
+    program = tmp_path / "frob"
+    program.write_text(f"#!/bin/sh\n{answer}\n")
+    program.chmod(0o755)
+    failed = proc.ProcResult([str(program)], 2, "", "frob: unknown option -S\n", 0.1)
+    with pytest.raises(TargetError) as info:
+        target_mod.parse_json_probe(PythonTarget(str(program), "--python"), target_mod.probe_entry("target_env"), failed)
+    message = str(info.value)
+    assert message.startswith(f"{program} does not run as a Python interpreter: asked for its version (-c), it exited "), message
+    assert "frob" in message.split(": ", 1)[1] and "\n" not in message, message
+
+
+def test_a_venvs_bin_folder_is_taken_as_the_venv_and_a_dangling_virtual_env_says_why(tmp_path, monkeypatch):
+    """`--python venv/bin` was "a folder without bin/python" (python is right there); with $VIRTUAL_ENV naming a venv
+    whose base Python is gone, check said "no bin/python there (a venv deleted or moved?)" for a bin/python `ls`
+    shows."""
+    from sparkdoctor.targets import TargetError
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    assert target_mod.resolve_python_target(str(venv / "bin")).python == str(venv / "bin" / "python")
+    gone = tmp_path / "gone"
+    (gone / "bin").mkdir(parents=True)
+    (gone / "bin" / "python3").symlink_to("/nonexistent/base/bin/python3")
+    (gone / "bin" / "python").symlink_to("python3")
+    monkeypatch.setenv("VIRTUAL_ENV", str(gone))
+    with pytest.raises(TargetError) as info:
+        target_mod.resolve_python_target(None)
+    assert str(info.value).startswith(f"$VIRTUAL_ENV {gone}: ") and "/nonexistent/base/bin/python3, which does not exist" in str(info.value)
+    with pytest.raises(TargetError, match="which does not exist"):
+        target_mod.resolve_python_target(str(gone / "bin"))

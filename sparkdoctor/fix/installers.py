@@ -35,7 +35,7 @@ from sparkdoctor.fix.interface import (
     UnchangedError,
 )
 from sparkdoctor.fix.inventory import Inventory
-from sparkdoctor.targets.early import PIP_NO_SITE, own_pip_folder
+from sparkdoctor.targets.early import OLD_PIP, PIP_NO_SITE, own_pip_folder
 from sparkdoctor.targets.files import FileError, transport_of
 from sparkdoctor.targets.local import Target
 from sparkdoctor.unreachable import index_unreachable
@@ -49,6 +49,8 @@ def _fail(what: str, result: proc.ProcResult, dry_run: bool = False) -> FixError
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith(("ERROR", "error"))]
     last = (errors or lines or [result.describe_failure()])[-1]
+    if last == "ERROR: Exception:" and lines[-1] != last:  # pip crashed: its traceback's last line says on what
+        last = f"pip stopped on an error of its own: {lines[-1]}"
     if result.returncode is None or result.signal:
         last = result.describe_failure()
     conflict = resolution_conflict(f"{result.stderr}\n{result.stdout}")  # pip writes the causes to stdout
@@ -132,6 +134,11 @@ class PipInstaller(Installer):
         pip_from = ["--pip-from", self.pip_from] if self.pip_from and not installs else []
         result = self.target.run_script(RUNNER if installs else Path(PIP_NO_SITE), [*pip_from, args[0], *base, *args[1:]], TIMEOUT,
                                         env=env)
+        too_old = not pip_from and not result.ok and dry_run and any(old in (result.stderr or "") for old in OLD_PIP)
+        if too_old and getattr(self.target, "shares_files", True) and (own := own_pip_folder()):
+            # a pip older than 22.2 has no --dry-run --report: sparkdoctor's pip resolves, run by the target's
+            # interpreter without site, as whatif does; the install itself stays the target's own pip
+            result = self.target.run_script(Path(PIP_NO_SITE), ["--pip-from", own, args[0], *base, *args[1:]], TIMEOUT, env=env)
         if not result.ok:
             raise _fail(what, result, dry_run)
         return result
@@ -193,7 +200,8 @@ class PipInstaller(Installer):
         wheels); the wheels then come out to dest on this machine, where the journal keeps them."""
         try:
             with self.files.scratch() as tmp:
-                _fetch(requirements, tmp, lambda args: self.target.run_script(RUNNER, args, TIMEOUT))
+                # without site, as the comment in _pip says: fetching wheels needs no package's .pth line
+                _fetch(requirements, tmp, lambda args: self.target.run_script(Path(PIP_NO_SITE), args, TIMEOUT))
                 names = [n for n in self.files.listdir(tmp) if n.endswith(".whl")]
                 got = self.files.export([f"{tmp}/{n}" for n in names], Path(dest))
                 for path, row in got.items():

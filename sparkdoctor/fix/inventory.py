@@ -38,13 +38,17 @@ class Dist:
     files: list[str] = field(default_factory=list)
     mismatched: list[dict[str, str]] | None = None
     shadows: list[str] = field(default_factory=list)  # other folders on sys.path with a copy of it (a user site's over the system's)
+    no_record: bool = False  # a .dist-info with no RECORD rows: pip cannot uninstall it (missing) or removes none of it (empty)
+    outside_env: bool = False  # a venv's copy outside the venv, ahead of site-packages on sys.path (PYTHONPATH)
 
     @property
     def key(self) -> str:
         return canonicalize_name(self.name)
 
     def source(self) -> str:
-        """registry, or what else it came from (local wheel, vcs, editable, a vendor build)."""
+        """registry, or what else it came from (local wheel, vcs, editable, a vendor build, conda)."""
+        if (self.installer or "").strip().lower() == "conda":  # conda-meta/ keeps conda's own record of it
+            return "conda"
         d = self.direct_url
         if d:
             if (d.get("dir_info") or {}).get("editable"):
@@ -64,6 +68,14 @@ class Dist:
         if purelib in self.shadows:  # a user site's copy, imported, over the one pip writes to
             return (f"{self.name} is installed twice: the copy imported is in {self.location}, another in {purelib}, where pip "
                     "writes; a rollback could put back only the first: remove one copy first")
+        if self.outside_env:  # pip leaves it ("outside environment"); its install goes behind it, never imported
+            return (f"{self.name} is imported from {self.location}, outside the venv and ahead of {purelib} on sys.path "
+                    "(PYTHONPATH): pip would install behind that copy and leave it imported; change it there (`pip "
+                    "install --target`) or drop it from PYTHONPATH first")
+        if self.no_record:  # pip stops ("Cannot uninstall ... RECORD file not found"), and so would the rollback
+            return (f"{self.name} {self.version} has no RECORD rows (its .dist-info's RECORD is missing or empty): pip cannot "
+                    "remove its files, and a rollback could not put them back; write it again first (pip's own hint, --force-reinstall, "
+                    f"stops the same way): pip install --ignore-installed --no-deps {self.name}=={self.version}")
         if (self.direct_url or {}).get("egg_link"):  # the .egg-link and the easy-install.pth line are in no RECORD
             return (f"{self.name} {self.version} is a `setup.py develop` checkout ({self.location}): a rollback could not put "
                     f"its .egg-link back; reinstall it with `pip install -e {self.location}` first")
@@ -119,6 +131,7 @@ def read(target: Target, hash_names: list[str] | tuple[str, ...] = (), before_ch
             name=raw["name"], version=raw["version"], location=raw.get("location") or "",
             installer=raw.get("installer"), direct_url=raw.get("direct_url"), requires=raw.get("requires") or [],
             files=raw.get("files") or [], mismatched=raw.get("mismatched"), shadows=raw.get("shadows") or [],
+            outside_env=raw.get("outside_env") is True, no_record=raw.get("no_record") is True,
         )
     return Inventory(
         python=str(data.get("python")), is_venv=bool(data.get("is_venv")), uv=bool(data.get("uv")),

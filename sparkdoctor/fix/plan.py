@@ -183,7 +183,7 @@ class Planner:
             if dist.mismatched is None:
                 raise FixError(f"internal: {name} was not hashed")
             if not dist.files:  # no RECORD (a repackaged or hand-copied dist): no file can be told edited
-                self.plan.notes.append(f"{fix}: {dist.name} {dist.version} has no RECORD, so which files were edited cannot be told and none is restored; reinstall it with pip install --force-reinstall {dist.name}=={dist.version}")
+                self.plan.notes.append(f"{fix}: {dist.name} {dist.version} has no RECORD, so which files were edited cannot be told and none is restored; write it again with pip install --ignore-installed --no-deps {dist.name}=={dist.version} (--force-reinstall stops on the missing RECORD)")
             if not dist.mismatched:
                 continue
             if not dist.from_registry():

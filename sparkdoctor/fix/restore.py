@@ -150,14 +150,17 @@ class Restorer:
         self.packages_restored = True
 
     def _drop_new_files(self, names: list[str]) -> None:
-        """Files the offline reinstall wrote that the original install did not have (REQUESTED, .pyc)."""
+        """Files the offline reinstall wrote that the original install did not have (REQUESTED, .pyc); their folders
+        left empty go too: a dist first installed in the user site is reinstalled where pip writes (the system's
+        site-packages) before the journal's copies put it back, and an empty dist-info folder left there was a dist
+        with no METADATA to pip and to check."""
         now = inv_mod.read(self.target)
         extra: list[str] = []
         for name in names:
             old = {r["path"] for r in self.data["dist_files"].get(name, [])}
             dist = now.get(name)
             extra += [str(p) for p in (dist.paths() if dist else []) if str(p) not in old]
-        self.sides["target"].remove(extra)
+        self.sides["target"].remove(extra, prune=True)
 
     # ---- one edited file ------------------------------------------------------------------------------
     def restore_file(self, path: str, side: str) -> None:

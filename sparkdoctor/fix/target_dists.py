@@ -125,6 +125,8 @@ def describe(dist, hash_names, folders):
         "direct_url": direct,
         "requires": list(dist.requires or []),
         "files": [r[0] for r in rows],
+        # a .dist-info whose RECORD is missing or empty (a copy by hand, a write cut short): pip cannot uninstall it
+        "no_record": str(info_dir or "").endswith(".dist-info") and not rows,
     }
     if canonical(name) in hash_names:
         out["mismatched"] = mismatches(location, rows)
@@ -159,6 +161,21 @@ def externally_managed(is_venv):
     return os.path.isfile(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
 
 
+def ahead_outside(location, purelib):
+    """A venv's dist in a folder outside the venv that comes before site-packages on sys.path (PYTHONPATH, a `pip
+    install --target` folder): pip leaves it ("outside environment") and installs into site-packages, behind it."""
+    if sys.prefix == getattr(sys, "base_prefix", sys.prefix):
+        return False
+    real, prefix = os.path.realpath(location), os.path.realpath(sys.prefix)
+    if real == prefix or real.startswith(prefix.rstrip(os.sep) + os.sep):
+        return False
+    order = [os.path.realpath(p or os.curdir) for p in sys.path]
+    try:
+        return order.index(real) < order.index(os.path.realpath(purelib))
+    except ValueError:
+        return False
+
+
 def pyvenv_cfg():
     path = os.path.join(sys.prefix, "pyvenv.cfg")
     keys = {}
@@ -180,7 +197,10 @@ def main(argv):
     dists = {}
     rows_of = {}
     for dist in metadata.distributions():
-        name = dist.metadata["Name"]
+        try:
+            name = dist.metadata["Name"]
+        except Exception:  # a METADATA that is not UTF-8, or unreadable: left out, as check leaves it out of its packages
+            continue
         if not name:
             continue
         key = canonical(name)
@@ -194,6 +214,8 @@ def main(argv):
             continue
         try:
             dists[key], rows = describe(dist, hash_names, folders)
+            if ahead_outside(dists[key]["location"], purelib):
+                dists[key]["outside_env"] = True
             rows_of[key] = (dists[key]["location"], rows)
         except Exception as exc:
             dists[key] = {"name": name, "version": dist.version, "error": "%s: %s" % (type(exc).__name__, exc)}

@@ -33,13 +33,17 @@ def stat_all(skip):
     out = {}
     seen = set()
     for dist in metadata.distributions():
-        name = dist.metadata["Name"]
+        try:
+            name = dist.metadata["Name"]
+            files = dist.files or [] if name else []
+        except Exception:  # noqa: BLE001 (a METADATA or RECORD that is not UTF-8, or no CSV: target_dists leaves it out too)
+            continue
         if not name or canonical(name) in seen:
             continue
         seen.add(canonical(name))
         if canonical(name) in skip:
             continue
-        for f in dist.files or []:
+        for f in files:
             path = os.path.normpath(str(dist.locate_file(f)))
             try:
                 st = os.stat(path)

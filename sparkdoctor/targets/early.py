@@ -51,11 +51,13 @@ losing every package fact to the timeout."""
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # sparkdoctor/
 PIP_NO_SITE = os.path.join(_PKG, "targets", "target_pip_dry.py")
 """pip without site (its module doc says how): whatif's dry runs and every pip call of fix's but the install itself."""
+OLD_PIP = ("no such option: --dry-run", "no such option: --report")
+"""What a pip older than 22.2 (Ubuntu 22.04's venvs bring 22.0.2) answers to the dry run: no resolution report."""
 
 
 def own_pip_folder() -> str | None:
-    """The folder holding sparkdoctor's own `pip` package (its site-packages), found without importing pip: what
-    target_pip_dry.py's `--pip-from` takes to resolve in a venv without a pip (a uv venv), without site there."""
+    """The folder holding sparkdoctor's own `pip` package (its site-packages), found without importing pip: run from
+    there by a target's interpreter (PIP_NO_SITE's --pip-from) when the target has no pip or one too old to dry-run."""
     import importlib.util
 
     spec = importlib.util.find_spec("pip")

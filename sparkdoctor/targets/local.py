@@ -13,6 +13,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -157,6 +158,7 @@ def resolve_python_target(python: str | None) -> PythonTarget:
             if candidate.exists():
                 return PythonTarget(str(candidate), "VIRTUAL_ENV")
         # a venv deleted or moved while its shell still names it: judging sparkdoctor's own venv instead would pass on it
+        _refuse_dangling(f"$VIRTUAL_ENV {venv}", Path(venv) / "bin" / "python")
         raise TargetError(f"$VIRTUAL_ENV {venv}: no bin/python there (a venv deleted or moved?); pass --python, "
                           "or deactivate it")
     return PythonTarget(sys.executable, "current interpreter")
@@ -217,10 +219,11 @@ def _resolve_interpreter(python: str) -> str:
 def _interpreter_at(python: str) -> str:
     path = Path(python)
     if path.is_dir():  # a venv folder given instead of its interpreter
-        for name in ("bin/python", "bin/python3"):
+        for name in ("bin/python", "bin/python3", "python", "python3"):  # a venv, or its bin/ folder
             if (path / name).exists():
                 return str(path / name)
-        _refuse_dangling(python, path / "bin" / "python")
+        for link in (path / "bin" / "python", path / "python"):
+            _refuse_dangling(f"--python {python}", link)
         raise TargetError(f"--python {python}: a folder without bin/python")
     found = shutil.which(python) if os.sep not in python else None  # a bare name is a PATH lookup
     if found:
@@ -229,19 +232,29 @@ def _interpreter_at(python: str) -> str:
         if not os.access(path, os.X_OK):
             raise TargetError(f"--python {python}: not executable")
         return os.path.abspath(path)
-    _refuse_dangling(python, path)
+    _refuse_dangling(f"--python {python}", path)
     raise TargetError(f"--python {python}: no such interpreter")
 
 
-def _refuse_dangling(python: str, link: Path) -> None:
-    """A venv whose base Python was removed or upgraded away keeps bin/python as a link to nothing: say that,
-    not "no such interpreter" (the file is right there in `ls`)."""
-    if link.is_symlink() and not link.exists():
-        if os.path.lexists(link.parent / os.readlink(link)):  # it leads to a link that leads nowhere, or back
-            raise TargetError(f"--python {python}: {link} is a link that never reaches a file (a loop of links, or a "
-                              "chain that ends at a missing one)")
-        raise TargetError(f"--python {python}: {link} is a link to {os.readlink(link)}, which does not exist "
-                          "(the Python this environment was made with is gone: recreate the environment)")
+def _refuse_dangling(given: str, link: Path) -> None:
+    """A venv whose base Python was removed or upgraded away keeps bin/python as a link to nothing (in a venv made
+    by `python -m venv`: python -> python3 -> the base's python3): say that, naming the missing file at the end of
+    the chain, not "no such interpreter" (the file is right there in `ls`)."""
+    if not (link.is_symlink() and not link.exists()):
+        return
+    seen, here = {str(link)}, link
+    for _hop in range(40):  # the kernel's own limit on links followed
+        target = here.parent / os.readlink(here)
+        if not os.path.lexists(target):
+            via = "" if here == link else f" (through {here})"
+            raise TargetError(f"{given}: {link} is a link{via} to {os.readlink(here)}, which does not exist "
+                              "(the Python this environment was made with is gone: recreate the environment)")
+        if str(target) in seen or not target.is_symlink():
+            break
+        seen.add(str(target))
+        here = target
+    raise TargetError(f"{given}: {link} is a link that never reaches a file (a loop of links, or a "
+                      "chain that ends at a missing one)")
 
 
 def probe_entry(name: str) -> Path:
@@ -294,7 +307,9 @@ def _finite_float(text: str) -> float:
 def _refuse_too_old(target: Target, result: proc.ProcResult) -> None:
     """A probe that an old interpreter could not run is not a probe failure: the target is a Python the probes do not
     support, and the error line says that, with its version. Python 2.7 fails the probes with an ImportError
-    (`importlib.machinery`), older source would be a SyntaxError: any failure that ended with an exit code asks."""
+    (`importlib.machinery`), older source would be a SyntaxError: any failure that ended with an exit code asks. A
+    program that answers no version at all (`--python /bin/ls`, a wrapper that runs something else) is named as one
+    that does not run as Python, with what it said, not as a probe that failed."""
     if not isinstance(target, PythonTarget) or result.returncode is None or result.returncode <= 0:
         return
     from sparkdoctor.targets import early
@@ -302,5 +317,9 @@ def _refuse_too_old(target: Target, result: proc.ProcResult) -> None:
     asked = proc.run([target.python, *early.NO_SITE, "-c", "import sys; sys.stdout.write('%d.%d.%d' % sys.version_info[:3])"],
                      timeout=PING_TIMEOUT, max_output=(64, 64))
     version = asked.stdout.strip() if asked.ok else ""
+    if asked.returncode is not None and not asked.timed_out and not re.fullmatch(r"\d+\.\d+\.\d+", version):
+        said = ([ln.strip() for ln in f"{asked.stderr}\n{asked.stdout}".splitlines() if ln.strip()] or ["no output"])[0][:200]
+        raise TargetError(f"{target.python} does not run as a Python interpreter: asked for its version (-c), it "
+                          f"exited {asked.returncode}: {said}")
     if version and tuple(int(part) for part in version.split(".")[:2] if part.isdigit()) < (3, 6):
         raise TargetError(f"{target.python} is Python {version}, which sparkdoctor cannot probe: it needs Python 3.6 or later")

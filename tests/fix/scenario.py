@@ -27,7 +27,8 @@ from sparkdoctor import proc
 DATA = Path(__file__).parent / "data"
 # typing_extensions: a top-level module no test plan touches (its .pyc sits in site-packages/__pycache__ beside six's)
 # decorator: a dist whose module sits directly in site-packages, reinstalled as a family by test_fix_faults
-WHEELS = ["pip==24.0", "six==1.16.0", "six==1.17.0", "idna==3.7", "cattrs==23.2.3", "attrs==23.2.0", "typing_extensions==4.12.2",
+# pip 22.0.2: what Ubuntu 22.04's venvs bring (no `install --dry-run --report`, which came in 22.2)
+WHEELS = ["pip==24.0", "pip==22.0.2", "six==1.16.0", "six==1.17.0", "idna==3.7", "cattrs==23.2.3", "attrs==23.2.0", "typing_extensions==4.12.2",
           "decorator==5.1.1"]
 BASE = ["six==1.16.0", "idna==3.7", "cattrs==23.2.3", "attrs==23.2.0", "typing_extensions==4.12.2"]
 ENV_TEXT = "# the server's env file\nA=1\nVLLM_NVFP4_GEMM_BACKEND=marlin\nexport B=\"x y\"\n"
