@@ -66,6 +66,9 @@ EXPECTED = {
     "deepgemm-sm121-header.txt": {"vllm-deepgemm-sm121-header-missing": "exact"},
     "nemoclaw-memory-telemetry.txt": {"nemoclaw-preflight-memory-na": "exact"},
     "nccl-ib-cts-unused-request.txt": {"nccl-ib-cts-unused-request-deadlock": "exact"},
+    # the user-space OOM killers' journal lines, written to their format strings (earlyoom kill.c, systemd oomd-manager.c)
+    "earlyoom-kill-journal.txt": {"host-earlyoom-killed": "exact"},
+    "systemd-oomd-kill-journal.txt": {"host-systemd-oomd-killed": "exact"},
 }
 
 

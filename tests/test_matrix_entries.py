@@ -325,6 +325,14 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(),  # any GB10: nvidia-smi prints [N/A] for its memory
         dict(arch="sm_100a"),  # a GPU with a framebuffer reports numbers
     ),
+    "host-earlyoom-killed": (
+        dict(),  # any GB10: its unified memory makes the server earlyoom's pick
+        dict(arch="sm_100a"),  # a GPU with memory of its own: the knowledge is about the unified box
+    ),
+    "host-systemd-oomd-killed": (
+        dict(),
+        dict(arch="sm_100a"),
+    ),
     # ---- nccl / other engines ------------------------------------------------------------------
     "nccl-pip-2289-multinode-hang": (
         dict(packages={"nvidia-nccl-cu13": "2.28.9"}),
