@@ -14,11 +14,14 @@ as the host collectors read a fixture tree). Standard library only, Python 3.8+.
               with their processes (`fleet check --recipe` judges the launch against each node's memory).
 """
 
+import collections
 import errno
 import os
 import re
+import selectors
 import stat
 import subprocess
+import time
 
 WORDS = ("NVRM", "Killed process", "invoked oom-killer", "blocked for more than")
 MAX_BYTES = 8 << 20  # of a log read
@@ -100,15 +103,58 @@ def _kmsg(root):
 
 
 def _command(argv):
+    """argv's standard output, or None and why not (it could not start, ran past TIMEOUT seconds and was killed, or
+    exited non-zero). Its output is read as it comes and only the last MAX_BYTES kept (64 KiB of its errors):
+    subprocess.run held all of it before the cut, so a journal that wrote gigabytes cost the node that much memory."""
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=TIMEOUT)
-    except (OSError, subprocess.SubprocessError) as exc:
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
         return None, getattr(exc, "strerror", None) or str(exc)
-    if done.returncode != 0:
-        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        return None, "exit %d: %s" % (done.returncode, said[-1][:200] if said else "no message")
-    return done.stdout[-MAX_BYTES:].decode("utf-8", "replace"), None
+    out, err = _Tail(MAX_BYTES), _Tail(1 << 16)
+    tails = {child.stdout.fileno(): out, child.stderr.fileno(): err}
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        with selectors.DefaultSelector() as sel:
+            for fd in tails:
+                sel.register(fd, selectors.EVENT_READ)
+            while sel.get_map() and time.monotonic() < deadline:
+                for key, _ in sel.select(max(0.0, deadline - time.monotonic())):
+                    chunk = os.read(key.fd, 1 << 16)
+                    if chunk:
+                        tails[key.fd].add(chunk)
+                    else:
+                        sel.unregister(key.fd)
+        child.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        if child.returncode is None:  # past the time limit (a hang, or a child that left its pipes to another)
+            child.kill()
+            child.wait()
+        child.stdout.close()
+        child.stderr.close()
+    if child.returncode < 0 and time.monotonic() >= deadline:
+        return None, "timed out after %ss" % TIMEOUT
+    if child.returncode != 0:
+        said = err.text().strip().splitlines()
+        return None, "exit %d: %s" % (child.returncode, said[-1][:200] if said else "no message")
+    return out.text(), None
+
+
+class _Tail:
+    """The last `cap` bytes written, kept as chunks: memory stays near the cap however much is written."""
+
+    def __init__(self, cap):
+        self.cap, self.size, self.chunks = cap, 0, collections.deque()
+
+    def add(self, chunk):
+        self.chunks.append(chunk)
+        self.size += len(chunk)
+        while self.size - len(self.chunks[0]) >= self.cap:  # the oldest chunk lies wholly before the last cap bytes
+            self.size -= len(self.chunks.popleft())
+
+    def text(self):
+        return b"".join(self.chunks)[-self.cap:].decode("utf-8", "replace")
 
 
 def _kern_log(root):
@@ -128,10 +174,11 @@ def _kern_log(root):
     return (text[text.rfind("\n", 0, boot) + 1:] if boot >= 0 else text), None
 
 
-def kernel_log(root):
+def kernel_log(root, live=None):
     """{"source", "lines", "refused"}: the memory lines of the first kernel log that could be read (source None
-    when none could), and why each one tried before it was not."""
-    live = os.path.realpath(root) == "/"
+    when none could), and why each one tried before it was not. `live`: root is this machine's own (default: it is
+    "/"); only then are dmesg and the journal run."""
+    live = os.path.realpath(root) == "/" if live is None else live
     readers = [("/dev/kmsg", lambda: _kmsg(root))]
     if live:  # a command reads this machine's log, never a fixture tree's
         readers += [("dmesg", lambda: _command(["dmesg"])),

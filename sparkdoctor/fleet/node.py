@@ -280,6 +280,9 @@ def _host_memory(health: dict[str, Any], raw: dict[str, object]) -> None:
     lines = [line[:4096] for line in (sent if isinstance(sent, list) else []) if isinstance(line, str)][:MAX_KERNEL_LINES]
     health["kernel"] = counts(parse("\n".join(lines))) if isinstance(log.get("source"), str) else None
     health["kernel_source"] = log.get("source") if isinstance(log.get("source"), str) else None
+    # why each log tried was not read, as check's host health says it (describe.describe_health prints either)
+    health["kernel_refused"] = ([str(r)[:300] for r in refusals[:8]] if isinstance(refusals, list) else []) \
+        if health["kernel"] is None else []
     if log and health["kernel"] is None:
         refused = "; ".join(str(r) for r in (refusals if isinstance(refusals, list) else []))[:300]
         health["errors"].append(f"kernel log not readable on the node ({refused}): the NVRM, OOM and hung-task "

@@ -1,0 +1,110 @@
+"""The fleet node probe's kernel log on a node where /dev/kmsg is refused (`kernel.dmesg_restrict=1`, Ubuntu and DGX
+OS, a user who is not root): `dmesg` is refused too, and `journalctl -k -b` (the adm and systemd-journal groups may
+read it) is the source, said as check's host health says it. Its output is read as it comes, the last 8 MiB kept:
+the probe held all of it before the cut. `dmesg` and `journalctl` are stand-ins first on PATH; the tree stands for
+the node's live root (`live=True`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from sparkdoctor.facts import Facts
+from sparkdoctor.fleet.node import apply_node
+from sparkdoctor.locations import data_dir
+
+PROBE = data_dir("probes") / "fleet_node" / "fleetnode_hostmem.py"
+OOM = "[  394.558841] kernel: Out of memory: Killed process 12026 (python3) total-vm:75160kB, anon-rss:65280kB"
+REFUSED_DMESG = "echo 'dmesg: read kernel buffer failed: Operation not permitted' >&2; exit 1"
+
+
+def _probe():
+    spec = importlib.util.spec_from_file_location("fleetnode_hostmem", PROBE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _stand_ins(tmp_path: Path, journal: str, dmesg: str = REFUSED_DMESG) -> dict[str, str]:
+    """A PATH whose `dmesg` and `journalctl` run these shell bodies."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for name, body in (("dmesg", dmesg), ("journalctl", journal)):
+        script = folder / name
+        script.write_text(f"#!/bin/sh\n{body}\n")
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def test_kmsg_and_dmesg_refused_the_journal_is_the_source_and_said(tmp_path, monkeypatch):
+    env = _stand_ins(tmp_path, f"echo '{OOM}'; echo '[  395.000000] kernel: NVRM: Xid (PCI:000f:01:00): 31, pid=2415'")
+    monkeypatch.setenv("PATH", env["PATH"])
+    log = _probe().kernel_log(str(tmp_path / "node"), live=True)
+    assert log["source"] == "journalctl -k" and len(log["lines"]) == 2, log
+    assert [r.split(": ")[0] for r in log["refused"]] == ["/dev/kmsg", "dmesg"], log
+    assert "Operation not permitted" in log["refused"][1]
+    facts = Facts(target={"node": "spark-1"})
+    apply_node(facts, {"kernel_log": log}, 0.0, None)
+    health = facts.host_health or {}
+    assert (health["kernel_source"], health["kernel_refused"]) == ("journalctl -k", [])
+    assert health["kernel"] == {"nvrm_no_memory": 0, "xids": 1, "oom_kills": 1, "oom_kills_cgroup": 0, "hung_tasks": 0}
+
+
+def test_no_log_readable_each_refusal_is_said_as_check_says_it(tmp_path, monkeypatch):
+    env = _stand_ins(tmp_path, "echo 'No journal files were found.' >&2; exit 1")
+    monkeypatch.setenv("PATH", env["PATH"])
+    log = _probe().kernel_log(str(tmp_path / "node"), live=True)
+    assert log["source"] is None and [r.split(": ")[0] for r in log["refused"]] == [
+        "/dev/kmsg", "dmesg", "journalctl -k", "/var/log/kern.log"], log
+    assert log["refused"][2] == "journalctl -k: exit 1: No journal files were found."
+    facts = Facts(target={"node": "spark-1"})
+    apply_node(facts, {"kernel_log": log}, 0.0, None)
+    health = facts.host_health or {}
+    assert health["kernel"] is None and health["kernel_refused"] == log["refused"], health
+
+
+def test_a_journal_that_hangs_is_killed_at_the_time_limit(tmp_path, monkeypatch):
+    env = _stand_ins(tmp_path, "exec sleep 600")
+    monkeypatch.setenv("PATH", env["PATH"])
+    probe = _probe()
+    probe.TIMEOUT = 0.5
+    log = probe.kernel_log(str(tmp_path / "node"), live=True)
+    assert "journalctl -k: timed out after 0.5s" in log["refused"], log
+
+
+def test_a_tree_that_is_not_live_never_runs_the_nodes_commands(tmp_path, monkeypatch):
+    env = _stand_ins(tmp_path, f": > {tmp_path / 'ran'}; echo '{OOM}'", dmesg=f": > {tmp_path / 'ran'}; exit 1")
+    monkeypatch.setenv("PATH", env["PATH"])
+    log = _probe().kernel_log(str(tmp_path / "node"))
+    assert log["source"] is None and not (tmp_path / "ran").exists(), log
+
+
+FLOOD = """
+import importlib.util, json, resource, sys
+spec = importlib.util.spec_from_file_location("fleetnode_hostmem", sys.argv[1])
+probe = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(probe)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+log = probe.kernel_log(sys.argv[2], live=True)
+grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+print(json.dumps({"source": log["source"], "lines": len(log["lines"]), "last": log["lines"][-1][-40:],
+                  "grown_kib": grown}))
+"""
+
+
+def test_a_journal_that_floods_costs_the_node_no_more_than_the_cap(tmp_path):
+    """48 MB of journal, the OOM line last: it is found, and the probe's peak memory grew by about the 8 MiB cap
+    (by more than 48 MB when the whole output was held before the cut)."""
+    flood = f"head -c 48000000 /dev/zero | tr '\\0' 'x'; echo; echo '{OOM}'"
+    env = _stand_ins(tmp_path, flood)
+    done = subprocess.run([sys.executable, "-c", FLOOD, str(PROBE), str(tmp_path / "node")], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["source"] == "journalctl -k" and got["last"].endswith("anon-rss:65280kB"), got
+    assert got["grown_kib"] < 32 * 1024, got
