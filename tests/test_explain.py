@@ -131,6 +131,16 @@ def test_normalise_is_what_the_docstring_says():
     assert normalise("took 600060 ms at /a/b/c.py:12") == "took\x00nmsat\x00p:12"
 
 
+def test_a_launchers_own_sigterm_echo_is_not_an_earlyoom_kill():
+    """earlyoom's kill line is known by the journal's `earlyoom[PID]: ` before it and by the warning before each
+    kill; the bare words are what launcher scripts echo before their own kill (tolerant matching folds case)."""
+    for line in ("Sending SIGTERM to process 20417...", "[INFO] Sending SIGTERM to process 20417",
+                 "container: sending SIGTERM to process group"):
+        assert not [m for m in match_text(line, MATRIX.entries) if m.entry.id == "host-earlyoom-killed"], line
+    journal = 'earlyoom[1188]: sending SIGTERM to process 20417 uid 1000 "VLLM::EngineCor": badness 912, VmRSS 104233 MiB'
+    assert [m.entry.id for m in match_text(journal, MATRIX.entries)] == ["host-earlyoom-killed"]
+
+
 def test_every_bundled_symptom_finds_its_own_entry():
     """Each symptom string, pasted alone, is explained by the entry that lists it."""
     for e in MATRIX.entries:
