@@ -141,6 +141,12 @@ def test_a_launchers_own_sigterm_echo_is_not_an_earlyoom_kill():
     assert [m.entry.id for m in match_text(journal, MATRIX.entries)] == ["host-earlyoom-killed"]
 
 
+def test_prose_about_memory_pressure_is_not_an_oomd_kill():
+    for line in ("The OS can't just start using them due to memory pressure for example.",
+                 "Suppressing readahead due to memory pressure for s3_key='a' with backoff 100ms"):
+        assert not match_text(line, MATRIX.entries), line
+
+
 def test_every_bundled_symptom_finds_its_own_entry():
     """Each symptom string, pasted alone, is explained by the entry that lists it."""
     for e in MATRIX.entries:
