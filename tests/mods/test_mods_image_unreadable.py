@@ -34,7 +34,7 @@ def mods_check_image(tmp_path: Path):
 
 
 @pytest.mark.parametrize("said, words", [(DOWN, "Cannot connect to the Docker daemon"),
-                                         (GONE, "image img:1 is not on this machine")])
+                                         (GONE, "image img:1 is not on this machine")], ids=["daemon-down", "not-here"])
 def test_an_image_whose_daemon_is_down_or_that_is_not_here_is_exit_3(tmp_path, monkeypatch, said, words):
     monkeypatch.setenv("PATH", str(fake_docker(tmp_path, said)))
     monkeypatch.delenv("SPARKDOCTOR_CONTAINER_RUNTIME", raising=False)
