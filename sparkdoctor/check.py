@@ -37,6 +37,7 @@ class CheckRequest:
     snapshot: Path | None = None
     matrix: Path | Matrix | None = None  # a folder or file, or one already loaded (a fleet judges many nodes)
     fixes: Path | None = None  # the fix definitions whose ids the matrix may name (default: the bundled ones)
+    strict_fixes: bool = False  # fix: every fix id the matrix names must be one of `fixes` (check only shows them)
     arch: str | None = None
     constraint_files: list[Path] = field(default_factory=list)
     kernels: bool = True
@@ -66,7 +67,7 @@ def check(request: CheckRequest) -> CheckOutcome:
     from sparkdoctor.findings import build_report
     from sparkdoctor.matrix import Matrix, load
 
-    matrix = request.matrix if isinstance(request.matrix, Matrix) else load(request.matrix, request.fixes)
+    matrix = request.matrix if isinstance(request.matrix, Matrix) else load(request.matrix, request.fixes, request.strict_fixes)
     cfg = request.config or Config()
     refuse_bare_errors(cfg, matrix)
     facts = collect(request)

@@ -220,3 +220,34 @@ def test_a_venvs_bin_folder_is_taken_as_the_venv_and_a_dangling_virtual_env_says
     assert str(info.value).startswith(f"$VIRTUAL_ENV {gone}: ") and "/nonexistent/base/bin/python3, which does not exist" in str(info.value)
     with pytest.raises(TargetError, match="which does not exist"):
         target_mod.resolve_python_target(str(gone / "bin"))
+
+
+@pytest.mark.parametrize("answer, words", [
+    ("exit 0", "it exited 0 without printing anything (another program, not Python?)"),
+    ("echo \"$@\"", 'it exited 0 and printed "-S -B -c import sys'),
+])
+def test_a_program_that_exits_0_is_named_as_no_python_not_as_a_probe_that_printed_no_json(tmp_path, answer, words):
+    """`--python /bin/true` said "probe target_env printed no JSON: no output", which reads as sparkdoctor's own bug;
+    `/bin/echo` quoted the probe's argv. Both exit 0: asked for a version, they give none."""
+    from sparkdoctor import proc
+    from sparkdoctor.targets import TargetError
+
+    program = tmp_path / "frob"
+    program.write_text(f"#!/bin/sh\n{answer}\n")
+    program.chmod(0o755)
+    printed = proc.ProcResult([str(program)], 0, "-S -B probes/target_env\n" if "echo" in answer else "", "", 0.1)
+    with pytest.raises(TargetError) as info:
+        target_mod.parse_json_probe(PythonTarget(str(program), "--python"), target_mod.probe_entry("target_env"), printed)
+    message = str(info.value)
+    assert message.startswith(f"{program} does not run as a Python interpreter: asked for its version (-c), "), message
+    assert words in message and "printed no JSON" not in message and "\n" not in message, message
+
+
+def test_a_python_whose_probe_prints_no_json_is_still_said_so(tmp_path):
+    """A real interpreter (it answers its version) whose probe printed something else keeps "printed no JSON"."""
+    from sparkdoctor import proc
+    from sparkdoctor.targets import TargetError
+
+    printed = proc.ProcResult([sys.executable], 0, "hello from a .pth file\n", "", 0.1)
+    with pytest.raises(TargetError, match="probe target_env printed no JSON: hello from a .pth file"):
+        target_mod.parse_json_probe(PythonTarget(sys.executable, "--python"), target_mod.probe_entry("target_env"), printed)

@@ -514,7 +514,7 @@ def fake_interpreter(tmp_path: Path, body: str) -> str:
     [
         ("echo 'Fatal Python error: init_fs_encoding' >&2; exit 1", "exited 1: Fatal Python error"),
         ("kill -SEGV $$", "SIGSEGV"),
-        ("echo hello", "printed no JSON: hello"),
+        ("echo hello", "does not run as a Python interpreter: asked for its version (-c), it exited 0 and printed 'hello'"),
         ("echo '[1, 2]'", "not an object"),
         ("echo '{\"target\": {}}'", "no package list"),
     ],

@@ -167,7 +167,7 @@ def _plan_or_apply(options: FixCommand) -> Result[FixDocument]:
 
     env_file = options.env_file.absolute() if options.env_file else None
     target = _target(options.chosen, env_file)
-    request = CheckRequest(target=target, matrix=options.matrix, fixes=options.fixes, arch=options.arch,
+    request = CheckRequest(target=target, matrix=options.matrix, fixes=options.fixes, strict_fixes=True, arch=options.arch,
                            constraint_files=list(options.constraints), kernels=options.kernels)
     planned: Planned = make_plan(request, FixOptions(
         env_file=env_file, recipe=options.recipe.absolute() if options.recipe else None, system=options.system,

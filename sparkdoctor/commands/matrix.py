@@ -50,6 +50,8 @@ class ValidateCommand(MatrixCommand):
     bounds_doc: Annotated[Path | None, typer.Option("--bounds", metavar="FILE", help=(
         "A `matrix verify --bounds --format json` document: refuse `checked` entries whose checks held outside their "
         "bound there."))] = None
+    fixes: Annotated[Path | None, typer.Option("--fixes", metavar="FOLDER", help=(
+        "The fixes folder the entries' `fix` ids must name (default: the bundled one), as for `fix --fixes`."))] = None
 
 
 def run_list(options: MatrixCommand) -> Result[Matrix]:
@@ -69,12 +71,13 @@ def run_show(options: MatrixCommand) -> Result[Entry | Stack]:
     return Result("matrix show", "matrix-item", item, notes=m.notes())
 
 
-def run_validate(options: MatrixCommand, bounds_doc: Path | None = None) -> Result[Validation]:
-    """The matrix checked as `check --matrix` and `matrix verify` check it (a MatrixError names file, entry,
-    field), then across entries (sparkdoctor.matrix.consistency): problems are listed and end in exit 1."""
+def run_validate(options: MatrixCommand, bounds_doc: Path | None = None, fixes: Path | None = None) -> Result[Validation]:
+    """The matrix checked as `fix --matrix` and `matrix verify` check it (a MatrixError names file, entry, field;
+    every `fix` id names a fix of `fixes`, default the bundled ones), then across entries
+    (sparkdoctor.matrix.consistency): problems are listed and end in exit 1."""
     from sparkdoctor.matrix.consistency import problems, report_delay
 
-    m = load(options.matrix)
+    m = load(options.matrix, fixes, strict_fixes=True)
     if options.matrix is None and m.fallback:
         from sparkdoctor.locations import installed_matrix
         from sparkdoctor.matrix import MatrixError
@@ -84,7 +87,7 @@ def run_validate(options: MatrixCommand, bounds_doc: Path | None = None) -> Resu
         except OSError:  # the data folder cannot be read: the fallback says so
             installed = None
         if installed is not None:
-            load(installed)  # validate judges what `matrix update` installed: its MatrixError, not the fallback
+            load(installed, fixes, strict_fixes=True)  # validate judges what `matrix update` installed: its MatrixError, not the fallback
         raise MatrixError(m.fallback)  # it is gone, or the data folder cannot be read
     levels = {lv: sum(1 for e in m.entries if e.evidence == lv) for lv in ("reproduced", "checked", "reported")}
     found, unlisted = problems(m, _bounds_document(bounds_doc) if bounds_doc else None)
@@ -122,7 +125,7 @@ def register(app: typer.Typer) -> None:
     matrix_tracking.register(matrix_app)
     matrix_app.command("list")(verb(MatrixCommand, run_list, "List every entry and known-good stack."))
     matrix_app.command("show")(verb(ShowCommand, run_show, "Show one entry (or stack) in full."))
-    matrix_app.command("validate")(verb(ValidateCommand, lambda options: run_validate(options, options.bounds_doc), """
+    matrix_app.command("validate")(verb(ValidateCommand, lambda options: run_validate(options, options.bounds_doc, options.fixes), """
         Check matrix files against the schema, probe ids and verify tables, then across entries (remedies that another entry says break; `checked` entries that bracket nothing).
 
         Exit 1: a problem across entries."""))

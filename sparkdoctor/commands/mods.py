@@ -56,7 +56,7 @@ class ModsCommand:
 
 def run(options: ModsCommand) -> Result[ModsReport]:
     """Every mod judged; exit 1 when one fails (--strict: or is superseded or cannot be judged). A ModError is
-    exit 2 by itself."""
+    exit 2 by itself, a target that cannot be read (TargetError) exit 3."""
     from sparkdoctor.mods.report import ModsOptions
     from sparkdoctor.mods.report import run as judge
 
@@ -72,5 +72,5 @@ def register(app: typer.Typer) -> None:
     mods_app.command("check")(verb(ModsCommand, run, """
         Say, for each mod and each file it touches: applies, already applied, superseded upstream, fails (and where it diverged) or cannot tell (and why).
 
-        Exit 0: no mod fails; 1: a mod fails (--strict: or is superseded or cannot be judged); 2: bad input."""))
+        Exit 0: no mod fails; 1: a mod fails (--strict: or is superseded or cannot be judged); 2: bad input; 3: the target (--python, --container, --image) cannot be read."""))
     app.add_typer(mods_app, name="mods")

@@ -127,11 +127,12 @@ def fix_ids(folder: Path | None) -> set[str]:
     return {p.stem for p in root.glob("*.toml")} if root.is_dir() else set()
 
 
-def check_fixes(entries: list[Entry], files: dict[str, str], ids: set[str], bundled: bool) -> None:
+def check_fixes(entries: list[Entry], files: dict[str, str], ids: set[str], bundled: bool, folder: Path | None = None) -> None:
     """Every `fix` names a fix file; in the bundled matrix also: action = "fix" names a fix, and no fix is unused."""
     for e in entries:
         if e.fix is not None and e.fix not in ids:
-            raise MatrixError(f"{e.file}: entry {e.id}: field 'fix' names {e.fix!r}, which is no fix in fixes/ (known: {', '.join(sorted(ids)) or 'none'})")
+            where = f"{folder}" if folder else "the bundled fixes/; a folder of your own: --fixes FOLDER"
+            raise MatrixError(f"{e.file}: entry {e.id}: field 'fix' names {e.fix!r}, which is no fix in fixes/ ({where}; known: {', '.join(sorted(ids)) or 'none'})")
         if bundled and e.action == "fix" and e.fix is None:
             raise MatrixError(f"{e.file}: entry {e.id}: field 'fix' is missing: action = \"fix\" needs a fix id (or use action = \"configure\" when no safe automatic fix exists)")
     if bundled:
@@ -140,12 +141,14 @@ def check_fixes(entries: list[Entry], files: dict[str, str], ids: set[str], bund
             raise MatrixError(f"fixes/{unused[0]}.toml: fix {unused[0]!r} is named by no matrix entry (field 'fix'); remove it or name it")
 
 
-def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
+def load(path: Path | None = None, fixes: Path | None = None, strict_fixes: bool = False) -> Matrix:
     """Load a matrix folder or a single file; by default the matrix `matrix update` installed, else the
     bundled one, with the user's local overrides layered over it (Matrix.source says which). Ids must
-    be unique, and fix ids must name fix files (of `fixes`, default the bundled fixes/)."""
+    be unique. Fix ids must name fix files (of `fixes`, default the bundled fixes/) in the bundled matrix, when
+    `fixes` is given, and with `strict_fixes` (fix and `matrix validate` act on them); a verb that only judges
+    (check) reads a matrix written for `fix --fixes F` without F: a fix id is shown, never run, there."""
     if path is not None:
-        matrix = _load(Path(path), fixes, path_given=True)
+        matrix = _load(Path(path), fixes, path_given=True, strict_fixes=strict_fixes)
         matrix.source = str(path)
         return matrix
 
@@ -159,7 +162,8 @@ def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
         unreadable = ""
     if installed is not None:
         try:
-            matrix = cached(installed, fixes, ("installed",), lambda: _load(installed, fixes, path_given=True))
+            matrix = cached(installed, fixes, ("installed", strict_fixes),
+                            lambda: _load(installed, fixes, path_given=True, strict_fixes=strict_fixes))
             matrix.source = f"installed {installed.resolve().name[:12]} ({installed.resolve()})"
         except MatrixError as exc:
             matrix = _bundled(fixes)
@@ -180,7 +184,7 @@ def load(path: Path | None = None, fixes: Path | None = None) -> Matrix:
             raise MatrixError(f"{local}: the local overrides cannot be read ({exc.strerror or type(exc).__name__})") from None
         layered = False  # the whole data folder is unreadable: said in the fallback
     if layered:
-        overlay(matrix, _load(local, fixes, path_given=True))
+        overlay(matrix, _load(local, fixes, path_given=True, strict_fixes=strict_fixes))
         matrix.source += f" + local overrides ({local})"
     return matrix
 
@@ -225,7 +229,7 @@ def check_source_list(root: Path, names: list[str]) -> None:
         raise MatrixError(f"{root}: {', '.join(extra[:3])} is not in SOURCE.json's file list: not part of what `matrix update` installed")
 
 
-def _load(root: Path, fixes: Path | None, path_given: bool) -> Matrix:
+def _load(root: Path, fixes: Path | None, path_given: bool, strict_fixes: bool = False) -> Matrix:
     if not root.exists():
         raise MatrixError(f"{root}: no such matrix file or folder")
     files = sorted(root.glob("*.toml")) if root.is_dir() else [root]
@@ -249,6 +253,7 @@ def _load(root: Path, fixes: Path | None, path_given: bool) -> Matrix:
         stacks += s
     if any(e.fix is not None or e.action == "fix" for e in entries):
         bundled = not path_given or (root.is_dir() and root.resolve() == locations.data_dir("matrix").resolve())
-        check_fixes(entries, seen, fix_ids(fixes), bundled and fixes is None)
+        if bundled or fixes is not None or strict_fixes:
+            check_fixes(entries, seen, fix_ids(fixes), bundled and fixes is None, fixes)
     check_bracketable(entries, tracking)
     return Matrix(entries, stacks, [str(f) for f in files], tracking)

@@ -7,7 +7,9 @@ half-way leaves one that the next launch sweeps), its interpreter is found as `c
 one (the one holding vLLM, unless given), the files are read through the container CLI (mods.trees.
 ContainerTree), and the container is removed at the end. It gets the extra mounts a launch gets
 ($SPARKDOCTOR_CONTAINER_MOUNTS), so the files are the ones the served container would see. Nothing is
-pulled: an image that is not on this machine is one line.
+pulled. An image that cannot be read (no container runtime, its daemon down, the image not on this machine, its
+throwaway container not starting) is a TargetError, exit 3, as a `--container` that cannot be read is; `--image ''`
+is a ModError (exit 2). Every caller that goes on without the mods (bench, rerun, recipe check) catches both.
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ from sparkdoctor.serve.container_launch import (
     image_record,
     owner_label,
     parse_mounts,
-    runtime_cli,
 )
-from sparkdoctor.targets.container_inspect import resolve_container_target
+from sparkdoctor.targets.container_inspect import (
+    container_cli,
+    resolve_container_target,
+)
+from sparkdoctor.targets.interface import TargetError
 
 RUN_TIMEOUT = 120.0
 RM_TIMEOUT = 60.0
@@ -49,17 +54,24 @@ def image_tree(image: str, python: str | None = None, runtime: str | None = None
 @contextmanager
 def throwaway_container(image: str, runtime: str | None = None) -> Iterator[str]:
     """The name of a running throwaway container of `image` (no network, `sleep infinity`), removed at the end of
-    the block; ModError (one line) when the image is not on this machine or the container does not start. Also
-    what `recipe check --image` judges."""
+    the block; TargetError (one line, exit 3) when there is no runtime, its daemon does not answer, the image is
+    not on this machine or the container does not start; ModError (exit 2) for an empty name or a bad
+    $SPARKDOCTOR_CONTAINER_MOUNTS. Also what `recipe check --image` judges."""
 
     if not image.strip():
         raise ModError("--image '': give an image name or id")
     try:
-        cli = runtime_cli(runtime)
-        image_record(cli, image)  # never a pull
         mounts = parse_mounts(os.environ.get(MOUNTS_ENV, ""))
     except ContainerLaunchError as exc:
         raise ModError(str(exc)) from None
+    try:
+        cli = container_cli(runtime)
+    except TargetError as exc:  # no such runtime: the words of --container's, naming --image
+        raise TargetError(str(exc).replace("--container:", f"--image {image}:", 1)) from None
+    try:
+        image_record(cli, image)  # never a pull
+    except ContainerLaunchError as exc:  # the daemon is down, or the image is not here
+        raise TargetError(str(exc)) from None
     name = f"sparkdoctor-mods-{secrets.token_hex(4)}"
     argv = [*cli, "run", "-d", "--network", "none", "--name", name, "--label", f"{LABEL_RUN}=mods-{name}",
             "--label", f"{LABEL_OWNER}={owner_label()}", "--entrypoint", "sleep"]
@@ -70,7 +82,7 @@ def throwaway_container(image: str, runtime: str | None = None) -> Iterator[str]
         if not started.ok:
             said = (started.stderr or started.stdout).strip().splitlines()
             why = said[-1][:300] if said and not started.timed_out else started.describe_failure()
-            raise ModError(f"image {image}: a throwaway container of it did not start: {why}")
+            raise TargetError(f"image {image}: a throwaway container of it did not start: {why}")
         yield name
     finally:
         proc.run([*cli, "rm", "-f", "-v", name], timeout=RM_TIMEOUT)

@@ -282,6 +282,7 @@ def parse_json_probe(target: Target, script: Path, result: proc.ProcResult) -> d
     except (ValueError, RecursionError):  # also a number past int()'s digit limit; arrays in arrays thousands deep
         data = None
     if data is None:
+        _refuse_not_python(target)  # `--python /bin/true` exits 0 and prints nothing: not a probe that went wrong
         first = (lines or ["no output"])[-1][:200]
         raise TargetError(f"probe {name} printed no JSON: {first}")
     if not isinstance(data, dict):
@@ -312,14 +313,28 @@ def _refuse_too_old(target: Target, result: proc.ProcResult) -> None:
     that does not run as Python, with what it said, not as a probe that failed."""
     if not isinstance(target, PythonTarget) or result.returncode is None or result.returncode <= 0:
         return
+    version = _refuse_not_python(target)
+    if version and tuple(int(part) for part in version.split(".")[:2] if part.isdigit()) < (3, 6):
+        raise TargetError(f"{target.python} is Python {version}, which sparkdoctor cannot probe: it needs Python 3.6 or later")
+
+
+def _refuse_not_python(target: Target) -> str:
+    """The version `target` answers when asked as a Python is (`3.12.1`; "" when the question timed out or was not
+    asked); TargetError, in words a user reads as "that is not Python", when it answers none: a program that
+    exits 0 printing nothing (`/bin/true`), one that echoes its arguments (`/bin/echo`), one that fails on `-c`."""
+    if not isinstance(target, PythonTarget):
+        return ""
     from sparkdoctor.targets import early
 
     asked = proc.run([target.python, *early.NO_SITE, "-c", "import sys; sys.stdout.write('%d.%d.%d' % sys.version_info[:3])"],
                      timeout=PING_TIMEOUT, max_output=(64, 64))
     version = asked.stdout.strip() if asked.ok else ""
     if asked.returncode is not None and not asked.timed_out and not re.fullmatch(r"\d+\.\d+\.\d+", version):
-        said = ([ln.strip() for ln in f"{asked.stderr}\n{asked.stdout}".splitlines() if ln.strip()] or ["no output"])[0][:200]
+        said = [ln.strip() for ln in f"{asked.stderr}\n{asked.stdout}".splitlines() if ln.strip()]
+        if asked.returncode == 0:
+            answer = f"it exited 0 and printed {said[0][:200]!r}" if said else "it exited 0 without printing anything"
+            raise TargetError(f"{target.python} does not run as a Python interpreter: asked for its version (-c), "
+                              f"{answer} (another program, not Python?)")
         raise TargetError(f"{target.python} does not run as a Python interpreter: asked for its version (-c), it "
-                          f"exited {asked.returncode}: {said}")
-    if version and tuple(int(part) for part in version.split(".")[:2] if part.isdigit()) < (3, 6):
-        raise TargetError(f"{target.python} is Python {version}, which sparkdoctor cannot probe: it needs Python 3.6 or later")
+                          f"exited {asked.returncode}: {(said or ['no output'])[0][:200]}")
+    return version

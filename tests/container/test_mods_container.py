@@ -161,7 +161,7 @@ def test_mods_check_reads_an_images_files_through_a_throwaway_container(docker_d
     assert leftovers(docker_daemon) == [] and docker_daemon.must("image", "inspect", "--format", "{{.Id}}", mods_image) == image_id
     gone = sd("mods", "check", str(found["fix-applies"]), "--image", "sparkdoctor-no-such-image:1",
               env=image_env(docker_daemon, docker_env, tmp_path), cwd=tmp_path)
-    one_line(gone, 2, "not on this machine", "never pulls")
+    one_line(gone, 3, "not on this machine", "never pulls")  # a target that cannot be read, as --container
 
 
 def test_recipe_check_judges_a_recipe_against_its_images_vllm_through_a_throwaway_container(docker_daemon, docker_env,

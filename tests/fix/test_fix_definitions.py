@@ -99,3 +99,49 @@ def test_unused_fix_and_missing_fix_rules_of_the_bundled_matrix():
     bare.fix = None
     with pytest.raises(MatrixError, match=f"entry {bare.id}: field 'fix' is missing"):
         check_fixes([bare], {}, set(), bundled=True)
+
+
+# ---- a matrix written for `fix --matrix M --fixes F`, used by the verbs that only judge --------------------------
+def test_check_judges_with_a_matrix_whose_fixes_are_in_a_folder_of_its_own():
+    """`check --matrix M` refused a matrix naming fixes of its own ("no fix in fixes/"): check has no --fixes, and
+    it never runs a fix. It judges with it now; the finding still names its fix."""
+    from sparkdoctor.check import CheckRequest, check
+    from sparkdoctor.facts import Facts
+    from tests.test_render import FACTS_DIR
+
+    outcome = check(CheckRequest(facts=Facts.load(FACTS_DIR / "nogpu-clean.json"), matrix=DATA / "matrix"))
+    assert "six-upgrade" in {e.fix for e in outcome.matrix.entries} and outcome.report.exit_code() in (0, 1)
+
+
+def test_fix_and_validate_still_refuse_a_fix_id_that_names_no_fix(tmp_path):
+    """fix acts on the ids: without --fixes they must be bundled fixes; `matrix validate` says the same, and passes
+    with the folder that holds them."""
+    from sparkdoctor.check import CheckRequest, check
+    from sparkdoctor.commands.matrix import ValidateCommand, run_validate
+    from sparkdoctor.facts import Facts
+    from tests.test_render import FACTS_DIR
+
+    facts = Facts.load(FACTS_DIR / "nogpu-clean.json")
+    with pytest.raises(MatrixError, match="names 'six-upgrade', which is no fix in fixes/ .*--fixes FOLDER"):
+        check(CheckRequest(facts=facts, matrix=DATA / "matrix", strict_fixes=True))
+    with pytest.raises(MatrixError, match="names 'six-upgrade'"):
+        run_validate(ValidateCommand(matrix=DATA / "matrix"), None, None)
+    assert run_validate(ValidateCommand(matrix=DATA / "matrix"), None, DATA / "fixes").exit_code == 0
+    (tmp_path / "m.toml").write_text((DATA / "matrix" / "small.toml").read_text().replace('"six-upgrade"', '"no-such"'))
+    with pytest.raises(MatrixError, match=f"names 'no-such', which is no fix in fixes/ \\({DATA / 'fixes'}"):
+        run_validate(ValidateCommand(matrix=tmp_path), None, DATA / "fixes")
+
+
+def test_an_installed_matrix_read_by_check_first_is_still_refused_by_validate(tmp_path, monkeypatch):
+    """The installed matrix is cached between runs: the cache keeps what check read apart from what validate
+    must refuse."""
+    from sparkdoctor.commands.matrix import MatrixCommand, run_validate
+
+    monkeypatch.setenv("SPARKDOCTOR_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SPARKDOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    current = tmp_path / "data" / "matrix" / "current"
+    current.mkdir(parents=True)
+    (current / "small.toml").write_text((DATA / "matrix" / "small.toml").read_text())
+    assert load().source.startswith("installed ")  # read as check reads it: judged, the fix id not asked
+    with pytest.raises(MatrixError, match="names 'six-upgrade'"):
+        run_validate(MatrixCommand(), None, None)
