@@ -167,7 +167,7 @@ def test_other_probes_run_no_site_code(planted, probe, args):
     assert ran(markers) == []
 
 
-def test_every_target_script_but_pip_starts_without_site():
+def test_every_target_script_starts_without_site():
     from sparkdoctor.targets.local import ping_argv
 
     assert early.SITE_XOPTION == "sparkdoctor_site"
@@ -177,7 +177,7 @@ def test_every_target_script_but_pip_starts_without_site():
     assert argv == ["/py", "-S", "-B", "-X", f"sparkdoctor_site={SHARED}", "/probes/target_env/__main__.py", "--x"]
     assert early.script_argv("/py", "/x/fix/target_dists.py", [])[1:4] == ["-S", "-B", "-X"]
     assert early.script_argv("/py", "/x.py", [], shared="/in/there")[4] == "sparkdoctor_site=/in/there"  # a container's
-    assert "-S" not in early.script_argv("/py", "/x/fix/target_pip.py", [])  # pip runs as pip runs
+    assert early.script_argv("/py", early.PIP_NO_SITE, [])[1:3] == ["-S", "-B"]  # fix's pip install too
     assert ping_argv("/py") == ["/py", "-S", "-B", "-c", "pass"]
 
 
