@@ -1,11 +1,12 @@
 """`fix --yes` and `fix --rollback` ran the target's pip WITH site for the install and uninstall themselves
-(fix/target_pip.py): a `.pth` import line and the sitecustomize.py of the target ran once per `--yes` and twice per
+(a runner of its own, fix/target_pip.py): a `.pth` import line and the sitecustomize.py of the target ran once per `--yes` and twice per
 `--rollback`. Every pip call of fix's now runs the target's interpreter without site, the import path rebuilt from files
 (targets/target_pip_dry.py). A venv made as users make it (`python -m venv`, its own pip), local wheels, no network."""
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,9 @@ def test_apply_and_rollback_run_no_pth_import_line_or_sitecustomize_of_the_targe
     applied = fix_cli(python, "--yes", env=env)
     assert applied.returncode == 0 and (site / "six-1.17.0.dist-info").is_dir(), applied.stdout + applied.stderr
     assert sorted(os.listdir(markers)) == [], "fix --yes ran the target's startup code"
-    assert (site / "__pycache__" / "six.cpython-{}{}.pyc".format(*__import__("sys").version_info[:2])).is_file(), \
-        "pip still byte-compiles what it installs"
+    pyc = site / "__pycache__" / "six.cpython-{}{}.pyc".format(*sys.version_info[:2])
+    size = int.from_bytes(pyc.read_bytes()[12:16], "little")  # the source size the .pyc was compiled from
+    assert size == (site / "six.py").stat().st_size, "pip still byte-compiles what it installs (six 1.17.0's six.py)"
     back = fix_cli(None, "--rollback", env=env)
     assert back.returncode == 0 and (site / "six-1.16.0.dist-info").is_dir(), back.stdout + back.stderr
     assert sorted(os.listdir(markers)) == [], "fix --rollback ran the target's startup code"
