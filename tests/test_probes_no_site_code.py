@@ -167,7 +167,7 @@ def test_other_probes_run_no_site_code(planted, probe, args):
     assert ran(markers) == []
 
 
-def test_every_target_script_but_pip_starts_without_site():
+def test_every_target_script_starts_without_site():
     from sparkdoctor.targets.local import ping_argv
 
     assert early.SITE_XOPTION == "sparkdoctor_site"
@@ -177,7 +177,7 @@ def test_every_target_script_but_pip_starts_without_site():
     assert argv == ["/py", "-S", "-B", "-X", f"sparkdoctor_site={SHARED}", "/probes/target_env/__main__.py", "--x"]
     assert early.script_argv("/py", "/x/fix/target_dists.py", [])[1:4] == ["-S", "-B", "-X"]
     assert early.script_argv("/py", "/x.py", [], shared="/in/there")[4] == "sparkdoctor_site=/in/there"  # a container's
-    assert "-S" not in early.script_argv("/py", "/x/fix/target_pip.py", [])  # pip runs as pip runs
+    assert early.script_argv("/py", early.PIP_NO_SITE, [])[1:3] == ["-S", "-B"]  # fix's pip install too
     assert ping_argv("/py") == ["/py", "-S", "-B", "-c", "pass"]
 
 
@@ -246,3 +246,23 @@ def test_rebuilt_path_is_the_one_site_makes(tmp_path):
     bare = json.loads(subprocess.run([str(python), "-S", "-B", str(script)], capture_output=True, text=True, check=True,
                                      env=env).stdout)
     assert str(site) not in bare["path"] and bare["prefix"] != str(tmp_path / "v")
+
+
+USER_SITE = "import json, site; print(json.dumps([site.ENABLE_USER_SITE, site.USER_BASE, site.USER_SITE]))"
+
+
+@pytest.mark.parametrize("which", ["venv", "no-venv"])
+def test_the_rebuild_leaves_the_user_site_settings_site_leaves(tmp_path, which):
+    """fix's pip install runs under -S: pip falls back to a --user install (a python that is no venv, whose
+    site-packages it cannot write) only when site.ENABLE_USER_SITE is true, which site.main() sets and -S leaves None:
+    pip then wrote into the system's site-packages and failed. The rebuild sets it, USER_BASE and USER_SITE as site."""
+    python = sys.executable if which == "venv" else os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    env = {**os.environ, "HOME": str(tmp_path)}
+    env.pop("PYTHONNOUSERSITE", None)
+    env.pop("PYTHONUSERBASE", None)
+    with_site = subprocess.run([python, "-c", USER_SITE], capture_output=True, text=True, env=env, check=True, timeout=60)
+    rebuilt = f"import sys; sys.path.insert(1, {str(SHARED)!r}); import probe_site; probe_site.rebuild(); {USER_SITE}"
+    without = subprocess.run([python, "-S", "-B", "-X", early.SITE_XOPTION, "-c", rebuilt], capture_output=True, text=True, env=env,
+                             check=True, timeout=60)
+    assert json.loads(without.stdout) == json.loads(with_site.stdout), (with_site.stdout, without.stdout)
+    assert json.loads(with_site.stdout)[0] is (which == "no-venv")  # both cases are told apart

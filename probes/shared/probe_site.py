@@ -83,8 +83,10 @@ def rebuild():
             _add_site_dir(folder, known, front)
     if user_site is None:
         user_site = site.check_enableusersite()
+    # as site.main() leaves them: pip reads ENABLE_USER_SITE to fall back to a --user install (fix's pip runs under -S)
+    site.ENABLE_USER_SITE = bool(user_site)
+    folder = site.getusersitepackages()  # sets site.USER_BASE and USER_SITE too, as site.main() does
     if user_site:
-        folder = site.getusersitepackages()
         if os.path.isdir(folder):
             _add_site_dir(folder, known, front)
     if venv is None:

@@ -1,12 +1,12 @@
-"""The target's own installer: pip (`python -m pip`, run through the Target protocol) or uv
-(`uv pip --python`) for a uv venv (pyvenv.cfg has a `uv = ...` key, or the venv has no pip).
+"""The target's own installer: pip (the target's own pip, run by its interpreter without site through the Target
+protocol) or uv (`uv pip --python`) for a uv venv (pyvenv.cfg has a `uv = ...` key, or the venv has no pip).
 
 Every plan starts from a dry-run resolution (`pip install --dry-run --report`), so what the plan shows is what the
-real call will do. A dry run never runs the target's code: pip runs in the target's interpreter without site
-(targets/target_pip_dry.py), for a uv venv sparkdoctor's own pip the same way (`--pip-from`), never `uv pip install
---dry-run --python PY`, because uv starts PY with site to ask about it, and the target's `.pth` import lines and
-sitecustomize.py ran. Every call has a timeout and is killed with its children (sparkdoctor.proc); a failure is a
-FixError with the installer's last line.
+real call will do. No pip call runs the target's code, the install and uninstall included: pip runs in the target's
+interpreter without site (targets/target_pip_dry.py: the import path rebuilt from files, no process started); for a uv
+venv sparkdoctor's own pip resolves the same way (`--pip-from`), never `uv pip install --dry-run --python PY`, because
+uv starts PY with site to ask about it, and the target's `.pth` import lines and sitecustomize.py ran. Every call has a
+timeout and is killed with its children (sparkdoctor.proc); a failure is a FixError with the installer's last line.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ from sparkdoctor.targets.files import FileError, transport_of
 from sparkdoctor.targets.local import Target
 from sparkdoctor.unreachable import index_unreachable
 
-RUNNER = Path(__file__).with_name("target_pip.py")
 TIMEOUT = float(os.environ.get("SPARKDOCTOR_FIX_INSTALL_TIMEOUT", "1800"))
 
 
@@ -128,12 +127,12 @@ class PipInstaller(Installer):
 
     def _pip(self, args: list[str], what: str, env: dict[str, str] | None = None, dry_run: bool = False) -> proc.ProcResult:
         base = ["--disable-pip-version-check", "--no-input"]
-        # only the install itself runs pip as `python -m pip` does, with site (a package's install may need its .pth
-        # lines); a dry run, a download, a list run pip without site: no package code runs while a plan is made
+        # every call runs pip without site, the install and uninstall too: no .pth import line or sitecustomize.py of the
+        # target runs, and no process starts (wheels only, byte-compiled in pip's own process); only the calls that
+        # change nothing may run sparkdoctor's own pip (pip_from): what changes the target is the target's own pip
         installs = args[0] in ("install", "uninstall") and "--dry-run" not in args
         pip_from = ["--pip-from", self.pip_from] if self.pip_from and not installs else []
-        result = self.target.run_script(RUNNER if installs else Path(PIP_NO_SITE), [*pip_from, args[0], *base, *args[1:]], TIMEOUT,
-                                        env=env)
+        result = self.target.run_script(Path(PIP_NO_SITE), [*pip_from, args[0], *base, *args[1:]], TIMEOUT, env=env)
         too_old = not pip_from and not result.ok and dry_run and any(old in (result.stderr or "") for old in OLD_PIP)
         if too_old and getattr(self.target, "shares_files", True) and (own := own_pip_folder()):
             # a pip older than 22.2 has no --dry-run --report: sparkdoctor's pip resolves, run by the target's

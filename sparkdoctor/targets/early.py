@@ -50,7 +50,7 @@ losing every package fact to the timeout."""
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # sparkdoctor/
 PIP_NO_SITE = os.path.join(_PKG, "targets", "target_pip_dry.py")
-"""pip without site (its module doc says how): whatif's dry runs and every pip call of fix's but the install itself."""
+"""pip without site (its module doc says how): whatif's dry runs and every pip call of fix's, the install and uninstall included."""
 OLD_PIP = ("no such option: --dry-run", "no such option: --report")
 """What a pip older than 22.2 (Ubuntu 22.04's venvs bring 22.0.2) answers to the dry run: no resolution report."""
 
@@ -148,16 +148,12 @@ NO_SITE = ["-S", "-B"]
 """How the target's interpreter starts for anything sparkdoctor runs in it to read files (a probe, the liveness ping):
 -S, so `site` never runs the target's .pth import lines, sitecustomize.py or usercustomize.py (a package's code: the
 probes read files, they never run it); -B, no .pyc left in the probes folder or the target."""
-RUNS_SITE = frozenset({"target_pip.py"})
-"""The scripts that run the target's own code on purpose, with site as usual: pip (sparkdoctor/fix/target_pip.py)."""
 
 
 def script_argv(python: str, script: str, args: list[str], shared: str | None = None) -> list[str]:
     """How a target runs a script: NO_SITE, and -X SITE_XOPTION=SHARED so that the script puts on sys.path, from the
     files alone, what site would have (probe_site.py in `shared`: this installation's probes/shared/ unless the
-    script runs elsewhere, as in a container); pip's runner runs with site."""
-    if os.path.basename(script) in RUNS_SITE:
-        return [python, "-B", script, *args]
+    script runs elsewhere, as in a container). Every script, fix's pip install and uninstall included."""
     folder = shared if shared is not None else os.path.join(probes_folder(), "shared")
     return [python, *NO_SITE, "-X", f"{SITE_XOPTION}={folder}", script, *args]
 

@@ -1,11 +1,15 @@
-"""Run by the TARGET's interpreter for whatif's dry run and fix's pip calls that install nothing: `python -S -B -X sparkdoctor_site=SHARED target_pip_dry.py
-[--pip-from FOLDER] ARGS...` is `python -m pip ARGS...` without `site`.
+"""Run by the TARGET's interpreter for whatif's dry run and every pip call of fix's (the plan's dry run, the downloads,
+the install and the uninstall): `python -S -B -X sparkdoctor_site=SHARED target_pip_dry.py [--pip-from FOLDER] ARGS...`
+is `python -m pip ARGS...` without `site`.
 
-whatif promises that no package's code runs. pip run as `python -m pip` starts with site, so every `.pth` import line
-and the sitecustomize.py of the target ran on each dry run. Here the import path site would have made is made again
-from files only (probe_site.py in SHARED, as for fix's target_dists.py), and pip runs on it: the target's own pip, or with
---pip-from the `pip` package in FOLDER (sparkdoctor's own, for a venv without pip: what `pip --python` does, which
-starts the target's interpreter with site). Standard library only, Python 3.8+.
+sparkdoctor never runs a package's code. pip run as `python -m pip` starts with site, so every `.pth` import line
+and the sitecustomize.py of the target ran on each call (fix --yes and --rollback ran them once per install and
+uninstall). Here the import path site would have made is made again from files only (probe_site.py in SHARED, as for
+fix's target_dists.py; site.ENABLE_USER_SITE, USER_BASE and USER_SITE set as site.main() sets them, so pip picks the
+install scheme it picks with site), and pip runs on it: the target's own pip, or with --pip-from the `pip` package in
+FOLDER (sparkdoctor's own, for a venv without pip, for the calls that change nothing: what `pip --python` does, which
+starts the target's interpreter with site). pip installs wheels only and byte-compiles them in its own process, so the
+audit hook below, which lets no process start, stops nothing an install needs. Standard library only, Python 3.8+.
 """
 
 import errno
@@ -34,7 +38,7 @@ def _pip_from(folder):
 
 
 # What starts a process. pip starts one to build a source distribution (its setup.py or build backend: the package's code)
-# or check out a VCS link; a call that installs nothing needs none. `--only-binary :all:` on the command line is not
+# or check out a VCS link; a wheel's install needs none. `--only-binary :all:` on the command line is not
 # enough: an option line of a constraint file (PIP_CONSTRAINT, pip's config) outranks it, and `--no-binary NAME` there
 # had pip build NAME's sdist. So nothing here starts a process at all.
 _STARTS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty")
