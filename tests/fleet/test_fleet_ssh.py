@@ -215,16 +215,7 @@ def test_an_interpreter_hung_on_the_node_is_stopped_there_after_the_nodes_time(s
     assert not outcome.ok and "timed out" in str(outcome.problem), outcome.problem
     started = [int(p) for p in pids.read_text().split()]
     assert started
-    try:
-        for _ in range(600):  # the node stops it at 2 s (+5 s to KILL); 60 s is the bound of "never"
-            if not any(_alive(pid) for pid in started):
-                break
-            time.sleep(0.1)
-        assert not [pid for pid in started if _alive(pid)], "the hung interpreter still runs on the node"
-    finally:
-        for pid in started:
-            if _alive(pid):
-                os.kill(pid, 9)
+    _stopped_on_the_node(started, "the hung interpreter still runs on the node")
 
 
 @pytest.fixture
@@ -265,16 +256,7 @@ def test_without_timeout_on_the_node_a_hung_interpreter_is_still_stopped_there(s
     assert not outcome.ok and "timed out" in str(outcome.problem), outcome.problem
     started = [int(p) for p in pids.read_text().split()]
     assert len(started) == 2  # the interpreter and a child it started
-    try:
-        for _ in range(600):  # the node stops both at 2 s (+5 s to KILL); 60 s is the bound of "never"
-            if not any(_alive(pid) for pid in started):
-                break
-            time.sleep(0.1)
-        assert not [pid for pid in started if _alive(pid)], "the hung interpreter (or its child) still runs on the node"
-    finally:
-        for pid in started:
-            if _alive(pid):
-                os.kill(pid, 9)
+    _stopped_on_the_node(started, "the hung interpreter (or its child) still runs on the node")
 
 
 def test_without_timeout_on_the_node_a_probe_still_reads_its_script_and_keeps_its_exit_status(sshd_without_timeout, tmp_path):
@@ -286,3 +268,17 @@ def test_without_timeout_on_the_node_a_probe_still_reads_its_script_and_keeps_it
     running = SshTransport(str(sshd_without_timeout.config)).start(Node("fleet-0", python=str(echo)), "the script\n", [], 30)
     result = running.result(30)
     assert (result.returncode, result.stdout) == (3, "the script\n"), result
+
+
+def _stopped_on_the_node(started: list[int], what: str) -> None:
+    """The node stops them at 2 s (+5 s to KILL); 60 s is the bound of "never". Killed here whatever the outcome."""
+    try:
+        for _ in range(600):
+            if not any(_alive(pid) for pid in started):
+                break
+            time.sleep(0.1)
+        assert not [pid for pid in started if _alive(pid)], what
+    finally:
+        for pid in started:
+            if _alive(pid):
+                os.kill(pid, 9)

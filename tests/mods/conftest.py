@@ -40,3 +40,19 @@ def sandbox_tools() -> None:
     for binary, package in (("patch", "patch"), ("bwrap", "bubblewrap")):
         if ensure_tool(binary, package) is None:
             pytest.skip(f"{binary} is not installed and this user cannot apt-get install {package}")
+
+
+@pytest.fixture
+def patch_runs(monkeypatch) -> list[list[str]]:
+    """The argv of every GNU patch run the diff judge starts (still run)."""
+    from sparkdoctor.mods import diffs
+
+    runs: list[list[str]] = []
+    real = diffs.proc.run
+
+    def counted(argv, **kw):
+        runs.append(argv)
+        return real(argv, **kw)
+
+    monkeypatch.setattr(diffs.proc, "run", counted)
+    return runs

@@ -48,25 +48,16 @@ def test_a_diff_that_does_not_apply_is_judged_in_bounded_cpu_time(tmp_path):
     assert files[0].lines == (1, 51)
 
 
-def test_a_diff_that_applies_runs_patch_once_per_file(tmp_path, monkeypatch):
+def test_a_diff_that_applies_runs_patch_once_per_file(tmp_path, patch_runs):
     """The reverse dry run only says "already applied" when the forward one failed: a diff of many file sections that
     all apply ran GNU patch twice for each."""
-    from sparkdoctor.mods import diffs
-    runs: list[list[str]] = []
-    real = diffs.proc.run
-
-    def counted(argv, **kw):
-        runs.append(argv)
-        return real(argv, **kw)
-
-    monkeypatch.setattr(diffs.proc, "run", counted)
     files = judge_diff_text(make_diff(BEFORE, AFTER), site(tmp_path, BEFORE), "m.patch")
     assert [f.verdict for f in files] == [Verdict.APPLIES]
-    assert len(runs) == 1 and "--reverse" not in runs[0], runs
-    runs.clear()
+    assert len(patch_runs) == 1 and "--reverse" not in patch_runs[0], patch_runs
+    patch_runs.clear()
     files = judge_diff_text(make_diff(BEFORE, AFTER), site(tmp_path, AFTER, "after"), "m.patch")
     assert [f.verdict for f in files] == [Verdict.ALREADY_APPLIED]
-    assert len(runs) == 2 and "--reverse" in runs[1], runs
+    assert len(patch_runs) == 2 and "--reverse" in patch_runs[1], patch_runs
 
 
 def _brute_force(want: list[str], normed: list[str]) -> tuple[int | None, int]:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from sparkdoctor.mods import Verdict, diffs, judge_mod
+from sparkdoctor.mods import Verdict, judge_mod
 from sparkdoctor.mods.diffs import MAX_FILES, MAX_HUNKS, judge_diff_text
 from sparkdoctor.mods.judge import MAX_MOD_BYTES
 from sparkdoctor.mods.model import ModError
@@ -21,19 +21,6 @@ CPU_BOUND_S = 10.0
 @pytest.fixture(autouse=True)
 def _tools(sandbox_tools):
     pass
-
-
-@pytest.fixture
-def patch_runs(monkeypatch) -> list[list[str]]:
-    runs: list[list[str]] = []
-    real = diffs.proc.run
-
-    def counted(argv, **kw):
-        runs.append(argv)
-        return real(argv, **kw)
-
-    monkeypatch.setattr(diffs.proc, "run", counted)
-    return runs
 
 
 def test_a_diff_of_more_file_sections_than_a_mod_has_is_not_run_section_by_section(tmp_path, patch_runs):
