@@ -21,6 +21,7 @@ import re
 import stat
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,15 +87,21 @@ def _strip(line: str) -> tuple[str, float | None]:
     return line, seconds
 
 
+def _lines(text: str, words: tuple[str, ...], since: float | None) -> Iterator[tuple[str, float | None]]:
+    """(line without its stamp, seconds since boot or None) of each line holding one of `words` (most of a log does not:
+    skipped before any regex runs), not stamped before `since`."""
+    for raw in text.splitlines():
+        if not any(word in raw for word in words):
+            continue
+        line, seconds = _strip(raw[:4 * MAX_LINE].rstrip())
+        if since is None or seconds is None or seconds >= since:
+            yield line, seconds
+
+
 def parse(text: str, since: float | None = None) -> list[KernelEvent]:
     """Every memory event in `text`, in order; `since` (seconds since boot) drops the stamped lines before it."""
     events = []
-    for raw in text.splitlines():
-        if not any(word in raw for word in _WORDS):  # most of a kernel log: skip it before any regex runs
-            continue
-        line, seconds = _strip(raw[:4 * MAX_LINE].rstrip())
-        if since is not None and seconds is not None and seconds < since:
-            continue
+    for line, seconds in _lines(text, _WORDS, since):
         for kind, pattern in _PATTERNS:
             match = pattern.search(line)
             if not match:
@@ -113,12 +120,7 @@ def daemon_kills(text: str, since: float | None = None) -> list[KernelEvent]:
     """The kills of the user-space OOM killers in journal text (`journalctl -o short-monotonic`, any other `-o` too):
     earlyoom's name the victim's pid and name, systemd-oomd's the cgroup it killed (`name`)."""
     events = []
-    for raw in text.splitlines():
-        if "earlyoom" not in raw and "systemd-oomd" not in raw:
-            continue
-        line, seconds = _strip(raw[:4 * MAX_LINE].rstrip())
-        if since is not None and seconds is not None and seconds < since:
-            continue
+    for line, seconds in _lines(text, ("earlyoom", "systemd-oomd"), since):
         for kind, pattern in _DAEMON_PATTERNS:
             match = pattern.search(line)
             if match:
