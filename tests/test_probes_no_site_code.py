@@ -99,7 +99,7 @@ def in_a_container(tmp_path: Path, python: Path) -> ContainerTarget:
     """A container target whose container CLI runs `exec -i NAME ARGV...` as ARGV on this machine: the payload, its
     bootstrap and the interpreter's flags travel exactly as into a container, without a daemon."""
     engine = tmp_path / "engine"
-    engine.write_text('#!/bin/sh\nshift\n[ "$1" = "-i" ] && shift\nshift\nexec "$@"\n')
+    engine.write_text('#!/bin/sh\nshift\n[ "$1" = "-i" ] && shift\nwhile [ "$1" = -e ]; do export "$2"; shift 2; done\nshift\nexec "$@"\n')
     engine.chmod(0o755)
     return ContainerTarget([str(engine)], "c", str(python), "test")
 

@@ -4,6 +4,7 @@ running container), how it is chosen from the options, probed early, and how its
     local.py              PythonTarget (a local interpreter or venv), the probe-script helpers
     container.py          ContainerTarget: the same, through `docker|podman exec`
     container_inspect.py  finding the container, its image and its interpreter
+    container_reap.py     stopping what an exec left running in the container when it ran out of time
     files.py              FileTransport for a local target (LocalFiles)
     container_files.py    FileTransport for a container target (fileops.py run as a script inside it)
     fileops.py            the file operations themselves, standard library only (Python 3.6+)

@@ -10,6 +10,11 @@ container's interpreter in its own session under a deadline of its own (killing 
 does not stop what it started inside), and removes the folder: nothing is installed, nothing stays.
 The host side goes through proc like every other child (timeout, process group, kill at the run's
 deadline). Finding the container, its image and its interpreter lives in targets/container_inspect.py.
+
+An interpreter that hangs before it reads the bootstrap never reaches that deadline, so every exec is bounded twice
+more (exec_argv): in the container by its own sh under BOUNDED (where the image has a sh), and from this machine by
+reap(), which stops what an exec that ran out of time left running (found by its SPARKDOCTOR_EXEC token) where this
+machine sees the container's processes and may signal them (a local rootful runtime run as root, a rootless one).
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ import functools
 import glob
 import io
 import json
+import math
 import re
+import secrets
 import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -30,6 +37,7 @@ from sparkdoctor.files import OutputError, write_text
 from sparkdoctor.locations import data_dir
 from sparkdoctor.targets import early
 from sparkdoctor.targets.container_files import ContainerFiles
+from sparkdoctor.targets.container_reap import TOKEN_ENV, reap, reaped
 from sparkdoctor.targets.interface import FileTransport
 from sparkdoctor.targets.local import Wrapped
 
@@ -40,6 +48,12 @@ MAX_CACHE_BYTES = 5 * 1024 * 1024  # a bigger cache file is not carried (base64 
 TMP = "@@SPARKDOCTOR_TMP@@"  # stands for the probe's temporary folder in the container, in its arguments and flags
 INSIDE_MARGIN = 2.0  # the host gives up first; the container's own deadline follows shortly after
 MARKER = "sparkdoctor-probe:"
+# `sh -c BOUNDED sh SECONDS COMMAND...`: COMMAND under coreutils' timeout, else a POSIX-sh watchdog (the same text as
+# fleet/on_node.BOUNDED, which is shipped to nodes without sparkdoctor; a test holds the two equal)
+BOUNDED = ('s=$1; shift; if command -v timeout >/dev/null 2>&1; then exec timeout -k 5 "$s" "$@"; fi; '
+           'exec 3<&0; "$@" <&3 3<&- & c=$!; exec 3<&-; '
+           '(trap "" TERM; i=0; while kill -0 "$c" 2>/dev/null; do if [ "$i" -ge "$s" ]; then kill -TERM 0; sleep 5; '
+           'kill -KILL 0; fi; sleep 1; i=$((i+1)); done) </dev/null >/dev/null 2>&1 & wait "$c"')
 
 # Runs under the container's interpreter (Python 3.6+, standard library only).
 BOOTSTRAP = r"""
@@ -147,13 +161,25 @@ class ContainerTarget:
     kind: str = "container"
     shares_files: bool = False  # paths it reports are the container's: host caches and host tools do not apply
     cache_root: Path | None = None  # host folder of this container's probe caches, carried in and out per run
+    shell: bool = False  # the container has a sh: every exec runs under BOUNDED there (container_inspect finds out)
 
     def describe(self) -> dict[str, object]:
         return {"kind": self.kind, "python": self.python, "chosen_by": self.chosen_by, "container": self.name,
                 "engine": Path(self.engine[0]).name}
 
-    def exec_argv(self, argv: list[str], stdin: bool = False) -> list[str]:
-        return [*self.engine, "exec", *(["-i"] if stdin else []), self.name, *argv]
+    def exec_argv(self, argv: list[str], stdin: bool = False, seconds: float | None = None, token: str | None = None,
+                  env: tuple[str, ...] = ()) -> list[str]:
+        """`RUNTIME exec` of argv in the container: under BOUNDED at `seconds` where it has a sh, with `token` (for
+        reap()) and each `env` (K=V) in its environment."""
+        inside = ["sh", "-c", BOUNDED, "sh", str(math.ceil(seconds)), *argv] if seconds is not None and self.shell else argv
+        pairs = [*([f"{TOKEN_ENV}={token}"] if token else []), *env]
+        return [*self.engine, "exec", *(["-i"] if stdin else []), *[a for kv in pairs for a in ("-e", kv)], self.name, *inside]
+
+    def exec_run(self, argv: list[str], timeout: float, input: str | None = None, env: tuple[str, ...] = ()) -> proc.ProcResult:
+        """argv run in the container, bounded there and here: what it left running when it ran out of time is reaped."""
+        token = secrets.token_hex(16)
+        res = proc.run(self.exec_argv(argv, input is not None, timeout + INSIDE_MARGIN, token, env), timeout=timeout, input=input)
+        return reaped(res, token)
 
     def start_script(self, script: Path, args: list[str], env: dict[str, str] | None = None,
                      inside_timeout: float | None = None) -> proc.Running:
@@ -168,8 +194,10 @@ class ContainerTarget:
         head = {"script": entry, "args": args, "env": dict(env or {}), "timeout": round(limit + INSIDE_MARGIN, 1),
                 "marker": MARKER, "tmp": TMP, "files": files, "back": sorted(back), "max": MAX_CACHE_BYTES,
                 "flags": flags}
-        argv = self.exec_argv([self.python, *early.NO_SITE, "-c", BOOTSTRAP], stdin=True)  # the bootstrap: stdlib only
-        return _InContainer(proc.start(argv, input=json.dumps(head) + "\n" + blob), back)
+        token = secrets.token_hex(16)
+        argv = self.exec_argv([self.python, *early.NO_SITE, "-c", BOOTSTRAP], stdin=True,  # the bootstrap: stdlib only
+                              seconds=limit + 3 * INSIDE_MARGIN, token=token)  # after the bootstrap's own deadline
+        return _InContainer(proc.start(argv, input=json.dumps(head) + "\n" + blob), back, token)
 
     def _carry(self, args: list[str]) -> tuple[list[str], dict[str, str], dict[str, Path]]:
         """Arguments naming a file under cache_root (a probe's cache) point at a copy in the probe's
@@ -199,7 +227,7 @@ class ContainerTarget:
 
     def run_command(self, argv: list[str], timeout: float, input: str | None = None) -> proc.ProcResult:
         """A command inside the container (a tool such as ptxas; no shell unless argv names one)."""
-        return proc.run(self.exec_argv(argv, stdin=input is not None), timeout=timeout, input=input)
+        return self.exec_run(argv, timeout, input)
 
     def file_transport(self) -> FileTransport:
         """The container's files, through the container CLI (targets/container_files.py)."""
@@ -210,12 +238,16 @@ class _InContainer(Wrapped):
     """A probe's Running whose result speaks like a local process's: the bootstrap's own deadline is a
     timeout, a probe killed by a signal has a negative return code (not the CLI's 128+N)."""
 
-    def __init__(self, inner: proc.Running, back: dict[str, Path]):
+    def __init__(self, inner: proc.Running, back: dict[str, Path], token: str):
         super().__init__(inner)
-        self.back = back
+        self.back, self.token = back, token
 
     def result(self, timeout: float) -> proc.ProcResult:
-        return translate(self.inner.result(timeout), self.back)
+        return translate(reaped(self.inner.result(timeout), self.token), self.back)
+
+    def cancel(self) -> None:
+        self.inner.cancel()
+        reap(self.token)
 
 
 def translate(res: proc.ProcResult, back: dict[str, Path] | None = None) -> proc.ProcResult:

@@ -17,6 +17,7 @@ import contextlib
 import io
 import json
 import os
+import secrets
 import shutil
 import signal
 import sys
@@ -30,6 +31,7 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.targets import fileops as ops
+from sparkdoctor.targets.container_reap import reaped
 from sparkdoctor.targets.files import FileError
 
 SMALL_TIMEOUT = float(os.environ.get("SPARKDOCTOR_FILEOPS_TIMEOUT", "120"))
@@ -69,10 +71,11 @@ class ContainerFiles:
         self.target = target
         self.where = f"container {target.name}"
 
-    def _argv(self, mode: str, timeout: float) -> list[str]:
+    def _argv(self, mode: str, timeout: float, token: str) -> list[str]:
+        """The exec of the file operations, bounded in the container past their own deadline (reaped by `token`)."""
         t = self.target
-        return [*t.engine, "exec", "-i", "-e", f"SPARKDOCTOR_FILEOPS_DEADLINE={int(timeout) + 5}", t.name,
-                t.python, "-S", "-B", "-c", _source(), mode]  # -S: the file operations are stdlib; no .pth code runs
+        return t.exec_argv([t.python, "-S", "-B", "-c", _source(), mode], stdin=True, seconds=timeout + 10, token=token,
+                           env=(f"SPARKDOCTOR_FILEOPS_DEADLINE={int(timeout) + 5}",))  # -S: stdlib; no .pth code runs
 
     def _failed(self, res: proc.ProcResult, what: str) -> FileError:
         lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
@@ -83,7 +86,8 @@ class ContainerFiles:
         return FileError(f"{self.where}: {what}: {why}")
 
     def _call(self, request: dict[str, Any], timeout: float = SMALL_TIMEOUT) -> dict[str, Any]:
-        res = proc.run(self._argv("json", timeout), timeout=timeout, input=json.dumps(request) + "\n")
+        token = secrets.token_hex(16)
+        res = reaped(proc.run(self._argv("json", timeout, token), timeout=timeout, input=json.dumps(request) + "\n"), token)
         if not res.ok:
             raise self._failed(res, f"file operation {request.get('op')}")
         try:
@@ -118,8 +122,9 @@ class ContainerFiles:
         with tempfile.TemporaryDirectory(prefix="sparkdoctor-export-", dir=dest) as tmp:
             stream = Path(tmp) / "out.tar"
             cap = export_cap(dest)
-            argv = [sys.executable, "-I", "-S", "-c", BOUNDED_WRITE, str(stream), str(cap), *self._argv("export", BULK_TIMEOUT)]
-            res = proc.run(argv, timeout=BULK_TIMEOUT, input=json.dumps({"paths": paths}) + "\n")
+            token = secrets.token_hex(16)
+            argv = [sys.executable, "-I", "-S", "-c", BOUNDED_WRITE, str(stream), str(cap), *self._argv("export", BULK_TIMEOUT, token)]
+            res = reaped(proc.run(argv, timeout=BULK_TIMEOUT, input=json.dumps({"paths": paths}) + "\n"), token)
             if res.signal == signal.SIGXFSZ or (not res.ok and stream.is_file() and stream.stat().st_size >= cap):
                 raise FileError(f"{self.where}: copying files out: it sent more than {cap:,} bytes (the free space of "
                                 f"{dest} less a reserve): stopped, nothing kept")
@@ -169,8 +174,9 @@ class ContainerFiles:
                         tar.add(str(src), arcname=str(i), recursive=False)
             except OSError as exc:
                 raise FileError(f"cannot pack files for {self.where}: {exc.strerror or exc}") from None
-            argv = ["sh", "-c", 'exec "$@" < "$0"', str(stream), *self._argv("import", BULK_TIMEOUT)]
-            res = proc.run(argv, timeout=BULK_TIMEOUT)
+            token = secrets.token_hex(16)
+            argv = ["sh", "-c", 'exec "$@" < "$0"', str(stream), *self._argv("import", BULK_TIMEOUT, token)]
+            res = reaped(proc.run(argv, timeout=BULK_TIMEOUT), token)
             if not res.ok:
                 raise self._failed(res, "copying files in")
         return len(items)

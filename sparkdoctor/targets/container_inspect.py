@@ -66,11 +66,10 @@ print(int(importlib.util.find_spec("vllm") is not None), "%d.%d" % sys.version_i
 """
 
 
-def _find_env() -> list[str]:
+def _find_env() -> tuple[str, ...]:
     shared = data_dir("probes") / "shared"
     sources = {f"SPARKDOCTOR_{n.upper()}": (shared / f"{n}.py").read_text(encoding="utf-8") for n in ("probe_io", "probe_site")}
-    return [arg for key, value in {"SPARKDOCTOR_FIND": FIND_PY, **sources}.items() for arg in ("-e", f"{key}={value}")]
-
+    return tuple(f"{key}={value}" for key, value in {"SPARKDOCTOR_FIND": FIND_PY, **sources}.items())
 
 def container_cli(runtime: str | None = None) -> list[str]:
     """The container CLI: `runtime` (--runtime), else $SPARKDOCTOR_CONTAINER_RUNTIME (or its older name
@@ -137,9 +136,12 @@ def image_facts(cli: list[str], image_id: str, run: Runner = _here) -> dict[str,
     }
 
 
-def find_python(cli: list[str], name: str) -> tuple[str, str]:
-    """(interpreter, why it was chosen): the first holding vLLM, else the first on the container's PATH."""
-    res = proc.run([*cli, "exec", *_find_env(), name, "sh", "-c", FIND_SCRIPT], timeout=FIND_TIMEOUT)
+def find_python(cli: list[str], name: str) -> tuple[str, str, bool]:
+    """(interpreter, why it was chosen, whether the container has a sh): the first holding vLLM, else the first on the
+    container's PATH. Each look is bounded in the container (its sh, BOUNDED) and here (reaped): a candidate that
+    hangs is stopped, never left running there."""
+    shell = ContainerTarget(cli, name, "", "", shell=True)
+    res = shell.exec_run(["sh", "-c", FIND_SCRIPT], FIND_TIMEOUT, env=_find_env())
     if res.timed_out:
         raise TargetError(f"--container {name}: looking for Python in the container did not finish within {res.seconds:.1f}s")
     found = []
@@ -147,19 +149,26 @@ def find_python(cli: list[str], name: str) -> tuple[str, str]:
         parts = line.split()
         if len(parts) == 3 and parts[1] in ("0", "1"):
             found.append((parts[0], parts[1] == "1", parts[2]))
-    if not found and not res.ok and "sh" in (res.stderr + res.stdout) and "not found" in (res.stderr + res.stdout).lower():
-        for bare in ("python3", "python"):  # no shell in the image: try the usual names directly
-            if proc.run([*cli, "exec", name, bare, "-S", "-B", "-c", "pass"], timeout=FIND_TIMEOUT).ok:
-                return bare, "the container's PATH (no shell in the image)"
+    if not found and not res.ok and not has_shell(cli, name):
+        bare = ContainerTarget(cli, name, "", "")
+        for python in ("python3", "python"):  # no shell in the image: try the usual names directly
+            if bare.exec_run([python, "-S", "-B", "-c", "pass"], FIND_TIMEOUT).ok:
+                return python, "the container's PATH (no shell in the image)", False
     with_vllm = [p for p, has, _ in found if has]
     if with_vllm:
-        return with_vllm[0], "vLLM found in the container"
+        return with_vllm[0], "vLLM found in the container", True
     if found:
-        return found[0][0], "the container's first Python (no vLLM found)"
+        return found[0][0], "the container's first Python (no vLLM found)", True
     raise TargetError(f"--container {name}: no Python interpreter found in the container (give one with --container-python)")
 
 
+def has_shell(cli: list[str], name: str) -> bool:
+    """Whether the container has a sh (a distroless image has none)."""
+    return ContainerTarget(cli, name, "", "").exec_run(["sh", "-c", ":"], FIND_TIMEOUT).ok
+
+
 def check_python(target: ContainerTarget) -> None:
+    target.shell = has_shell(target.engine, target.name)
     # -S: asking its version runs none of the interpreter's .pth import lines or sitecustomize.py
     res = target.run_command([target.python, "-S", "-B", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
                              timeout=FIND_TIMEOUT)
@@ -193,8 +202,8 @@ def resolve_container_target(name: str, python: str | None = None, runtime: str 
         target = ContainerTarget(cli, name, python, "--container-python", info)
         check_python(target)
     else:
-        interpreter, why = find_python(cli, name)
-        target = ContainerTarget(cli, name, interpreter, why, info)
+        interpreter, why, shell = find_python(cli, name)
+        target = ContainerTarget(cli, name, interpreter, why, info, shell=shell)
     target.cache_root = cache_root_for(target)
     return target
 

@@ -106,6 +106,26 @@ def test_a_probe_past_its_deadline_is_killed_inside_the_container(docker_daemon,
     assert token not in top, f"the probe's child still runs in the container:\n{top}"
 
 
+
+def test_an_interpreter_hung_before_its_bootstrap_leaves_nothing_in_the_container(docker_daemon, docker_env, skeleton, tmp_path):
+    """`check --container` with an interpreter that answers its version and hangs before it reads a probe's bootstrap:
+    each probe is one line of the report, and no `sleep` is left in the container (three were, one per probe)."""
+    token = f"36{os.getpid() % 1000}{time.monotonic_ns() % 1000}"
+    folder = tmp_path / "hang"
+    folder.mkdir()
+    (folder / "python").write_text(f'#!/bin/sh\ncase "$*" in *zipfile*) exec sleep {token};; esac\nexec /usr/bin/python3 "$@"\n')
+    (folder / "python").chmod(0o755)
+    name = docker_daemon.run_container("hung-bootstrap", skeleton, [*docker_daemon.host_mounts(), (str(folder), "/hang")])
+    try:
+        env = {**docker_env, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+        p = sd("check", "--container", name, "--container-python", "/hang/python", "--arch", "sm_121a", "--no-kernels",
+               "--timeout", "20", env=env, cwd=tmp_path, timeout=120)
+        assert p.returncode == 3 and "probe target_env in /hang/python: docker timed out after" in p.stderr, p.stderr[-2000:]
+        top = docker_daemon.must("top", name)
+        assert token not in top, f"the hung interpreter still runs in the container:\n{top}"
+    finally:
+        docker_daemon.docker("rm", "-f", name, timeout=60)
+
 def test_the_interpreter_holding_vllm_is_found(docker_daemon, docker_env, skeleton, tmp_path_factory, small_venv):
     serving = tmp_path_factory.mktemp("serving-venv")
     shutil.copytree(small_venv, serving, symlinks=True, dirs_exist_ok=True)
