@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import os
 import random
 import socket
 from collections.abc import Iterable
 from pathlib import Path
 
+from sparkdoctor import proc
 from sparkdoctor.errors import BenchFailure
 
 LOCALHOST = "127.0.0.1"
@@ -103,10 +105,12 @@ def wide_listeners(pids: Iterable[int], root: Path = Path("/proc")) -> list[tupl
     return sorted({wide[inode] for inode in held})
 
 
-def exposed(port: int, pids: Iterable[int], root: Path = Path("/proc")) -> str | None:
-    """What the server's processes listen on beyond loopback, in words (None: 127.0.0.1 only), for the one line that
-    fails its launch: servers sparkdoctor starts listen on 127.0.0.1 only, a side port as much as the served one."""
-    wide = wide_listeners(pids, root)
+def exposed(port: int, pids: Iterable[int], root: Path = Path("/proc"),
+            wide: list[tuple[str, int]] | None = None) -> str | None:
+    """What the server's processes listen on beyond loopback (`wide`, else read from `pids`), in words (None: 127.0.0.1
+    only), for the one line that fails its launch: servers sparkdoctor starts listen on 127.0.0.1 only, a side port as
+    much as the served one."""
+    wide = wide_listeners(pids, root) if wide is None else wide
     own = sorted({address for address, at in wide if at == port})
     side = [f"{address} port {at}" for address, at in wide if at != port]
     said = [f"the server listens on {' and '.join(own)} port {port}"] if own else []
@@ -118,6 +122,56 @@ def exposed(port: int, pids: Iterable[int], root: Path = Path("/proc")) -> str |
     why = f" (its command ignored --host {LOCALHOST})" if own else " (bind it to 127.0.0.1 in the recipe, or switch it off)"
     return f"{'; '.join(said)}, not on {LOCALHOST} only{why}"
 
+
+# Run as root in a container by its own interpreter: every LISTEN socket a process of the container holds, as
+# [address in /proc/net/tcp's hex, port], from the container's own /proc (its processes; its network, the host's under
+# --network host, the runtime's own namespace for a rootless docker).
+HELD_INSIDE = r"""
+import json, os
+held = set()
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        fds = os.listdir("/proc/%s/fd" % pid)
+    except OSError:
+        continue
+    for fd in fds:
+        try:
+            link = os.readlink("/proc/%s/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            held.add(link[8:-1])
+out = []
+for name in ("tcp", "tcp6"):
+    try:
+        lines = open("/proc/net/" + name).read().splitlines()[1:]
+    except OSError:
+        continue
+    for line in lines:
+        f = line.split()
+        if len(f) > 9 and f[3] == "0A" and f[9] in held:
+            out.append([f[1].rsplit(":", 1)[0], int(f[1].rsplit(":", 1)[1], 16)])
+print(json.dumps(out))
+"""
+
+
+def readable(pids: list[int]) -> bool:
+    """Whether this machine can tell which sockets `pids` hold (a rootless runtime's, another user's: it cannot)."""
+    return bool(pids) and all(os.access(f"/proc/{pid}/fd", os.R_OK) for pid in pids)
+
+
+def wide_inside(exec_prefix: list[str], timeout: float = 10.0) -> list[tuple[str, int]] | None:
+    """(address, port) of the sockets a container's processes listen on beyond loopback, asked of the container
+    itself (`exec_prefix`: RUNTIME exec -u 0 NAME) by its python3 or python; None when neither answers."""
+    for python in ("python3", "python"):
+        res = proc.run([*exec_prefix, python, "-S", "-c", HELD_INSIDE], timeout=timeout)
+        if res.ok:
+            try:
+                held = [(_address(str(a)), int(p)) for a, p in json.loads(res.stdout.strip().splitlines()[-1])]
+            except (ValueError, IndexError, TypeError):
+                return None
+            return sorted({(a, p) for a, p in held if not _loopback(a)})
+    return None
 
 def _loopback(address: str) -> bool:
     ip = ipaddress.ip_address(address)

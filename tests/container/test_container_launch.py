@@ -295,3 +295,24 @@ def test_a_container_server_listening_beyond_loopback_is_not_measured_and_leaves
     message = str(raised.value)
     assert f"also listens on 0.0.0.0 port {side}" in message and "not measured" in message and "\n" not in message
     assert everything(docker_daemon) == []
+
+
+def test_a_container_whose_processes_this_machine_cannot_read_is_asked_what_it_listens_on(docker_daemon, docker_env,
+                                                                                            skeleton, tmp_path, monkeypatch):
+    """A rootless runtime's server (its State.Pid not this machine's to read, or its processes another user's): the
+    loopback check saw no process and reported nothing. Now the container's own python3, as root in it, says which
+    sockets its processes listen on. Here this machine's view is taken away (no process tree), and every address is
+    judged beyond loopback (no test binds beyond it): the worker's side port fails the launch."""
+    from sparkdoctor.serve import binding, groups
+
+    side = binding.free_port()
+    monkeypatch.setattr(groups, "tree", lambda pid: [])
+    monkeypatch.setattr(binding, "_loopback", lambda address: False)
+    recipe = Recipe(name="rootless", source_path="test", format="sparkdoctor", container=skeleton,
+                    argv=[PYTHON, str(FAKE), "ready"], env={"FAKE_SERVER_SIDE_PORT": str(side)})
+    with pytest.raises(LaunchError) as raised:
+        with launch(recipe, run_dir=tmp_path, matrix=[], ready_timeout=60, runtime="docker", mounts=mounts(docker_daemon)):
+            pytest.fail("a container server whose processes cannot be read here must still be looked at")
+    message = str(raised.value)
+    assert f"also listens on 127.0.0.1 port {side}" in message and "not measured" in message and "\n" not in message
+    assert everything(docker_daemon) == []
