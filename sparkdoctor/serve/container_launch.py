@@ -29,7 +29,7 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.errors import BenchFailure
 from sparkdoctor.recipes.model import Recipe
-from sparkdoctor.serve import registry
+from sparkdoctor.serve import binding, registry
 from sparkdoctor.serve.binding import LOCALHOST, rebind
 from sparkdoctor.serve.logpump import LogPump
 from sparkdoctor.serve.supervisor import start_time
@@ -311,6 +311,15 @@ class ContainerServer:
         if self.logs.popen is None:
             raise ContainerLaunchError(f"`{self.engine} logs -f` could not start: {self.logs.start_error}")
         pump.start(self.logs.popen.stdout, self.logs.popen.stderr)
+
+    def exposed_inside(self, port: int, tree: list[int]) -> str | None:
+        """Where this machine cannot read the container's processes `tree` (a rootless runtime's, another user's):
+        binding.exposed() of what the container itself, asked as root in it, says they listen on; None when it cannot
+        say, or where this machine can read them (it has judged them already)."""
+        if binding.readable(tree):
+            return None
+        inside = binding.wide_inside([*self.cli, "exec", "-u", "0", self.name])
+        return binding.exposed(port, [], wide=inside) if inside else None
 
     def _state(self) -> dict[str, Any]:
         res = _call(self.cli, ["container", "inspect", self.name])

@@ -31,15 +31,7 @@ from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.matrix.symptoms import HasSymptoms
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.serve import container_launch, groups, readiness, reaper, registry
-from sparkdoctor.serve.binding import (
-    LOCALHOST,
-    exposed,
-    free_port,
-    listener_of,
-    readable,
-    rebind,
-    wide_inside,
-)
+from sparkdoctor.serve.binding import LOCALHOST, exposed, free_port, listener_of, rebind
 from sparkdoctor.serve.container_launch import ContainerLaunchError, ContainerServer
 from sparkdoctor.serve.ending import died, evidence
 from sparkdoctor.serve.logpump import LogPump
@@ -383,10 +375,8 @@ def _wait_ready(server: Server, recipe: Recipe, child: LocalServer | ContainerSe
         # every process under the supervisor (a daemon's own session too), or a container's (--network host: ours too)
         tree = groups.tree(child.pgid if isinstance(child, LocalServer) else child.pid) if path else []
         wide = exposed(server.port, [*ours, *tree]) if path and (ours or tree) else None
-        if path and not wide and isinstance(child, ContainerServer) and not readable(tree):
-            # a rootless runtime's (or another user's) processes: the container itself says what they listen on
-            inside = wide_inside([*child.cli, "exec", "-u", "0", child.name])
-            wide = exposed(server.port, [], wide=inside) if inside else None
+        if path and not wide and isinstance(child, ContainerServer):
+            wide = child.exposed_inside(server.port, tree)  # processes this machine cannot read: the container is asked
         if wide:  # it would answer other machines while it is measured: --host ignored, or a side port on 0.0.0.0
             raise server._died_error(f"{recipe.name}: {wide}: not measured; {evidence(pump, server.log_path)}", pump)
         if path:
