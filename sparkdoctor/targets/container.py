@@ -259,8 +259,7 @@ def translate(res: proc.ProcResult, back: dict[str, Path] | None = None) -> proc
         words = line[len(MARKER):].split()
         if words[:1] == ["file"] and len(words) == 3 and back and words[1].split(".")[0] in back:
             key, _, suffix = words[1].partition(".")
-            home = back[key]
-            _bring_back(home.with_name(home.name + "." + suffix) if suffix else home, words[2])
+            _bring_back(back[key], suffix, words[2])
         else:
             note = words
     stderr = "\n".join(kept).rstrip("\n")
@@ -273,9 +272,12 @@ def translate(res: proc.ProcResult, back: dict[str, Path] | None = None) -> proc
     return replace(res, stderr=stderr)
 
 
-def _bring_back(path: Path, data: str) -> None:
-    """A probe's cache file (JSON text), back from the container: written atomically; a bad copy is dropped."""
+def _bring_back(home: Path, suffix: str, data: str) -> None:
+    """A probe's cache file (JSON text) or its sidecar (HOME.SUFFIX), back from the container: written atomically; a
+    bad copy, or a name that is not a sidecar's (a line of the image's own that looks like the bootstrap's), is
+    dropped."""
     # UnicodeDecodeError and binascii.Error are ValueErrors; a bad copy costs the next run its cache, nothing else
     with contextlib.suppress(ValueError, OSError, OutputError):
+        path = home.with_name(f"{home.name}.{suffix}") if suffix else home  # ValueError: a "/" in it
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, base64.b64decode(data, validate=True).decode("utf-8"))

@@ -165,3 +165,16 @@ def test_a_probe_cache_and_its_sidecar_travel_in_and_back(tmp_path):
     assert (root / "hashes" / "h.json.files").read_text() == "new\n"
     translate(proc.ProcResult(["docker"], 0, "", f"{MARKER} file c0 !!notbase64!!\n", 1.0), back)
     assert cache.read_text() == '{"new": 2}'  # a damaged copy is dropped, the old one kept
+
+
+def test_a_line_of_the_images_own_that_looks_like_a_carried_file_is_dropped(tmp_path):
+    """A package or wrapper in the image writes `sparkdoctor-probe: file c0.a/b ...` on stderr: a sidecar name with a
+    "/" is no sidecar. Before, Path.with_name raised ValueError and every probe of the run failed with it."""
+    import base64
+
+    back = {"c0": tmp_path / "cache" / "h.json"}
+    data = base64.b64encode(b'{"x": 1}').decode()
+    for forged in ("c0.a/b", "c0.x/../../escaped", "c0./"):
+        res = translate(proc.ProcResult(["docker"], 0, "{}", f"probe said hi\n{MARKER} file {forged} {data}\n", 1.0), back)
+        assert res.ok and res.stderr == "probe said hi"
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "escaped").exists()
