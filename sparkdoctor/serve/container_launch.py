@@ -175,6 +175,13 @@ def image_record(cli: list[str], image: str) -> dict[str, object]:
         raise ContainerLaunchError(f"`{engine} image inspect {image}` printed no record") from None
 
 
+def named_by_sparkdoctor(name: str, run: str) -> bool:
+    """Whether `name` is the one sparkdoctor gives a container with run label `run` (a launch's sparkdoctor-RUN, a
+    throwaway mods-NAME's sparkdoctor-mods-...): a container of an image that carries the labels (a `docker commit` of
+    a launch, an image built to look like one) is the user's, whatever its labels say."""
+    return bool(run) and (name == f"sparkdoctor-{run}" or (run == f"mods-{name}" and name.startswith("sparkdoctor-mods-")))
+
+
 def sweep_leftovers(cli: list[str]) -> list[str]:
     """Remove containers that an earlier sparkdoctor started and could not stop (its process is gone);
     the names removed. Containers of a sparkdoctor that still runs, or of another host, are left alone."""
@@ -190,8 +197,8 @@ def sweep_leftovers(cli: list[str]) -> list[str]:
     removed = []
     for record in records if isinstance(records, list) else []:
         labels = (record.get("Config") or {}).get("Labels") or {}
-        if owner_alive(str(labels.get(LABEL_OWNER, ""))) is False:
-            name = str(record.get("Name") or record.get("Id") or "").lstrip("/")
+        name = str(record.get("Name") or record.get("Id") or "").lstrip("/")
+        if named_by_sparkdoctor(name, str(labels.get(LABEL_RUN, ""))) and owner_alive(str(labels.get(LABEL_OWNER, ""))) is False:
             if _call(cli, ["rm", "-f", "-v", str(record.get("Id") or name)], timeout=60).ok:
                 removed.append(name)
     return removed

@@ -316,3 +316,26 @@ def test_a_container_whose_processes_this_machine_cannot_read_is_asked_what_it_l
     message = str(raised.value)
     assert f"also listens on 127.0.0.1 port {side}" in message and "not measured" in message and "\n" not in message
     assert everything(docker_daemon) == []
+
+
+def test_a_users_container_carrying_sparkdoctors_labels_is_never_swept(docker_daemon, docker_env, skeleton):
+    """`docker commit` of a launch (or an image built to look like one) passes sparkdoctor's labels, its owner long
+    dead, to every container of it: the next launch's sweep removed the user's `vllm_node`. Only a container with
+    the name sparkdoctor gave it (sparkdoctor-RUN, sparkdoctor-mods-...) is a leftover."""
+    from sparkdoctor.serve import container_launch as cl
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead = cl.owner_label(child.pid)
+    child.wait()
+    users = docker_daemon.run_container("vllm_node", skeleton, [], "--label", f"{cl.LABEL_RUN}=20261130120000-abcdef",
+                                        "--label", f"{cl.LABEL_OWNER}={dead}")
+    named = docker_daemon.run_container("sd-named-as-run", skeleton, [], "--label", f"{cl.LABEL_RUN}=sd-named-as-run",
+                                        "--label", f"{cl.LABEL_OWNER}={dead}")
+    left = docker_daemon.run_container("sparkdoctor-20261130120000-fedcba", skeleton, [],
+                                       "--label", f"{cl.LABEL_RUN}=20261130120000-fedcba", "--label", f"{cl.LABEL_OWNER}={dead}")
+    try:
+        assert cl.sweep_leftovers(["docker"]) == [left]
+        assert sorted(docker_daemon.must("ps", "-a", "--format", "{{.Names}}").split()) == sorted([users, named])
+    finally:
+        for name in (users, named, left):
+            docker_daemon.docker("rm", "-f", name, timeout=60)
