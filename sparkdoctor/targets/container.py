@@ -171,7 +171,7 @@ class ContainerTarget:
                   env: tuple[str, ...] = ()) -> list[str]:
         """`RUNTIME exec` of argv in the container: under BOUNDED at `seconds` where it has a sh, with `token` (for
         reap()) and each `env` (K=V) in its environment."""
-        inside = ["sh", "-c", BOUNDED, "sh", str(math.ceil(seconds)), *argv] if seconds is not None and self.shell else argv
+        inside = ["sh", "-c", BOUNDED, "sh", str(math.ceil(min(seconds, proc.MAX_WAIT))), *argv] if seconds is not None and self.shell else argv
         pairs = [*([f"{TOKEN_ENV}={token}"] if token else []), *env]
         return [*self.engine, "exec", *(["-i"] if stdin else []), *[a for kv in pairs for a in ("-e", kv)], self.name, *inside]
 

@@ -102,7 +102,7 @@ def _ask(cli: list[str], args: list[str], what: str, run: Runner, named: int = 1
 
 def inspect_container(cli: list[str], name: str, run: Runner = _here) -> dict[str, Any]:
     what = f"--container {name}"
-    stdout = _ask(cli, ["container", "inspect", name], what, run, named=2,
+    stdout = _ask(cli, ["container", "inspect", "--", name], what, run, named=2,  # "--": a name is never an option
                   missing=f"no such container (see `{os.path.basename(cli[0])} ps -a`)")
     try:
         data = json.loads(stdout)

@@ -126,6 +126,7 @@ def test_an_interpreter_hung_before_its_bootstrap_leaves_nothing_in_the_containe
     finally:
         docker_daemon.docker("rm", "-f", name, timeout=60)
 
+
 def test_the_interpreter_holding_vllm_is_found(docker_daemon, docker_env, skeleton, tmp_path_factory, small_venv):
     serving = tmp_path_factory.mktemp("serving-venv")
     shutil.copytree(small_venv, serving, symlinks=True, dirs_exist_ok=True)
@@ -147,6 +148,8 @@ def test_the_interpreter_holding_vllm_is_found(docker_daemon, docker_env, skelet
 def test_missing_stopped_and_pythonless_containers_exit_3(docker_daemon, docker_env, skeleton, tmp_path):
     env = {**docker_env, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache")}
     one_line(sd("check", "--container", "sd-no-such-container", env=env, cwd=tmp_path), 3, "no such container")
+    # a name that reads as an option is a name: before, docker printed its help and the line said "no inspect record"
+    one_line(sd("check", "--container=--help", env=env, cwd=tmp_path), 3, "--container --help: no such container")
     stopped = docker_daemon.run_container("sd-stopped", skeleton, docker_daemon.host_mounts())
     docker_daemon.must("stop", stopped)
     one_line(sd("check", "--container", stopped, env=env, cwd=tmp_path), 3, "the container is exited", "start it first")
