@@ -136,14 +136,21 @@ def daemon_kills(text: str, since: float | None = None) -> list[KernelEvent]:
     return events
 
 
-def read_daemon_log(live: bool | None = None) -> str | None:
+def daemon_counts(text: str) -> dict[str, int]:
+    """{"earlyoom_kills", "oomd_kills"}: the user-space OOM killers' kills in journal text (host health's `oom_daemons`
+    readings, on this machine and on every fleet node)."""
+    found = Counter(e.kind for e in daemon_kills(text))
+    return {"earlyoom_kills": found["earlyoom-kill"], "oomd_kills": found["oomd-kill"]}
+
+
+def read_daemon_log(live: bool | None = None, timeout: float = JOURNAL_TIMEOUT) -> str | None:
     """The journal's lines of the user-space OOM killers in this boot (DAEMONS), time-limited and capped as the kernel
     log's; None off this machine, or where the journal cannot be read."""
     if not (live if live is not None else is_live_root()):
         return None
     from sparkdoctor import proc
 
-    done = proc.run(list(DAEMONS), timeout=JOURNAL_TIMEOUT, max_output=(0, MAX_BYTES))
+    done = proc.run(list(DAEMONS), timeout=timeout, max_output=(0, MAX_BYTES))
     return done.stdout if done.ok else None
 
 

@@ -291,6 +291,19 @@ def test_earlyooms_bare_line_in_the_servers_log_names_the_kill():
     assert classify("", echo, pids={12026}, returncode=-signal.SIGTERM, kernel_source="/dev/kmsg").cause == "crash"
 
 
+def test_checks_host_health_counts_the_user_space_oom_killers_kills(tmp_path, monkeypatch):
+    """check's host health reads this boot's journal of earlyoom and systemd-oomd (the same readings every fleet node
+    sends: host-earlyoom-killed and host-systemd-oomd-killed fire on them); a fixture tree's journal is never read."""
+    from sparkdoctor.collect.host_health import observe, oom_daemons
+
+    monkeypatch.setenv("PATH", _journalctl(tmp_path / "bin", f"cat {tmp_path}/journal")["PATH"])
+    (tmp_path / "journal").write_text(EARLYOOM + OOMD)
+    assert oom_daemons(True) == {"earlyoom_kills": 1, "oomd_kills": 1}
+    assert observe(tmp_path, live=True)["oom_daemons"] is None  # not this machine's root
+    (tmp_path / "bin" / "journalctl").write_text("#!/bin/sh\necho 'No journal files were found.' >&2; exit 1\n")
+    assert oom_daemons(True) is None
+
+
 def test_a_kmsg_file_in_a_tree_is_read_whole_lines(tmp_path):
     """A host root's dev/kmsg that is a regular file (a fixture, a copied tree) was read in 8 KiB reads with a line
     break added after each, as /dev/kmsg gives one record a read: the OOM line across the 8,192nd byte was cut in two
