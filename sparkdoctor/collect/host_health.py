@@ -185,6 +185,7 @@ def links(root: Path) -> list[dict[str, object]] | None:
 
 
 KERNEL_LOG_TIMEOUT = 5.0  # seconds journalctl -k may take here: check's collector has 12 s for all of host health
+DAEMON_LOG_TIMEOUT = 3.0  # and the journal of the user-space OOM killers (an indexed query: well under a second)
 
 
 def kernel(root: Path, live: bool | None = None) -> tuple[dict[str, int] | None, str | None, list[str]]:
@@ -204,7 +205,7 @@ def oom_daemons(live: bool) -> dict[str, int] | None:
     holds; None off this machine or where the journal cannot be read (a fleet node's probe reads its own)."""
     from sparkdoctor.collect.kernel_log import daemon_counts, read_daemon_log
 
-    text = read_daemon_log(live, timeout=KERNEL_LOG_TIMEOUT) if live else None
+    text = read_daemon_log(live, timeout=DAEMON_LOG_TIMEOUT) if live else None
     return None if text is None else daemon_counts(text)
 
 
