@@ -245,15 +245,23 @@ def limit(root, pid="self"):
                 if used is not None:
                     break
             if used is not None:
-                stat = dict(ln.split(None, 1) for ln in (_small(os.path.join(folder, "memory.stat")) or "").splitlines()
-                            if len(ln.split(None, 1)) == 2)
-                number = lambda *keys: next((n for n in (_count(stat.get(k)) for k in keys) if n is not None), 0)  # noqa: E731
-                used = max(0, used - max(0, number("file", "total_cache") - number("shmem", "total_shmem")))
+                used = max(0, used - _file_cache(folder))
             if best is None or min(limits) - (used or 0) < best["bytes"] - (best["used_bytes"] or 0):
                 best = {"bytes": min(limits), "used_bytes": used, "cgroup": "/" + "/".join(parts[:depth])}
         if best is not None:
             return best
     return None
+
+
+def _file_cache(folder):
+    """The page cache a cgroup's usage counts that the kernel reclaims first (v2 `file`, v1 `total_cache`, less shmem)."""
+    counts = dict(ln.split(None, 1) for ln in (_small(os.path.join(folder, "memory.stat")) or "").splitlines()
+                  if len(ln.split(None, 1)) == 2)
+
+    def number(*keys):
+        return next((n for n in (_count(counts.get(k)) for k in keys) if n is not None), 0)
+
+    return max(0, number("file", "total_cache") - number("shmem", "total_shmem"))
 
 
 def _rss(root, pid):
