@@ -19,6 +19,7 @@ The nested sections that travel untyped:
                "nvidia_runtime_binary": bool} (None: docker not installed),
                "links": [{"name", "kind": "net" | "infiniband", "driver", "state", "speed_mbps", "mtu", "rate"}],
                "kernel": {"nvrm_no_memory", "xids", "oom_kills" (the box ran out), "oom_kills_cgroup" (a cgroup's own limit), "hung_tasks"} (counts in /dev/kmsg since boot),
+               "oom_daemons": {"earlyoom_kills", "oomd_kills"} (their kills in this boot's journal; None: not read),
                "errors": [str]}  (each part None where it could not be read)
   kernels     {probe id: {"kind": "ptx" | "cutedsl", "status", "detail", "arch", "runs": [...], ...}}
   fleet       {"node", "hostname", "boot_id", "driver_flavour": "open" | "proprietary", "cuda_toolkit", "nccl": {"candidates":

@@ -92,6 +92,7 @@ FIELD_SHAPES: dict[str, object] = {
         links=ListOf(_record(name=TEXT, kind=TEXT, driver=TEXT, state=TEXT, speed_mbps=NUMBER, mtu=int, rate=TEXT,
                              port=int)),
         kernel=_record(nvrm_no_memory=int, xids=int, oom_kills=int, oom_kills_cgroup=int, hung_tasks=int),
+        oom_daemons=_record(earlyoom_kills=int, oomd_kills=int),
         kernel_source=TEXT, kernel_refused=ListOf(TEXT), errors=ListOf(TEXT)),
     "host": _record(os=TEXT, machine=TEXT, kernel=VERSION),
     "arch": _record(value=Arch(), source=TEXT, detected=Arch(), why=TEXT),

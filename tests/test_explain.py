@@ -141,6 +141,23 @@ def test_a_launchers_own_sigterm_echo_is_not_an_earlyoom_kill():
     assert [m.entry.id for m in match_text(journal, MATRIX.entries)] == ["host-earlyoom-killed"]
 
 
+# earlyoom's kill line bare, as its warn() writes it to stderr (rfjakob/earlyoom kill.c: v1.7 and v1.9.0's format
+# strings; msg.c wraps it in yellow on a tty): a terminal, `docker logs` of a container that runs it, a paste
+BARE_EARLYOOM = [
+    'sending SIGTERM to process 20417 uid 1000 "VLLM::EngineCor": badness 912, VmRSS 104233 MiB',
+    '\x1b[33msending SIGKILL to process 4242 uid 0 "python3": oom_score 912, oom_score_adj 0, VmRSS 104233 MiB, '
+    'cmdline "python3 -m vllm.entrypoints.openai.api_server"\x1b[0m',
+]
+
+
+@pytest.mark.parametrize("line", BARE_EARLYOOM)
+def test_earlyooms_bare_stderr_line_is_an_earlyoom_kill(line):
+    assert [m.entry.id for m in match_text(line, MATRIX.entries)] == ["host-earlyoom-killed"], line
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "explain", "-", "--format", "json"], input=line + "\n",
+                          capture_output=True, text=True, timeout=120)
+    assert "host-earlyoom-killed" in [m["id"] for m in json.loads(done.stdout)["matches"]], done.stdout[:500]
+
+
 def test_prose_about_memory_pressure_is_not_an_oomd_kill():
     for line in ("The OS can't just start using them due to memory pressure for example.",
                  "Suppressing readahead due to memory pressure for s3_key='a' with backoff 100ms"):

@@ -325,13 +325,13 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(),  # any GB10: nvidia-smi prints [N/A] for its memory
         dict(arch="sm_100a"),  # a GPU with a framebuffer reports numbers
     ),
-    "host-earlyoom-killed": (
-        dict(),  # any GB10: its unified memory makes the server earlyoom's pick
-        dict(arch="sm_100a"),  # a GPU with memory of its own: the knowledge is about the unified box
+    "host-earlyoom-killed": (  # a GB10 (its unified memory makes the server earlyoom's pick) whose journal has a kill
+        dict(host_health={**host_health("gb10-healthy"), "oom_daemons": {"earlyoom_kills": 1, "oomd_kills": 0}}),
+        dict(host_health={**host_health("gb10-healthy"), "oom_daemons": {"earlyoom_kills": 0, "oomd_kills": 1}}),
     ),
     "host-systemd-oomd-killed": (
-        dict(),
-        dict(arch="sm_100a"),
+        dict(host_health={**host_health("gb10-healthy"), "oom_daemons": {"earlyoom_kills": 0, "oomd_kills": 2}}),
+        dict(host_health={**host_health("gb10-healthy"), "oom_daemons": {"earlyoom_kills": 3, "oomd_kills": 0}}),
     ),
     # ---- nccl / other engines ------------------------------------------------------------------
     "nccl-pip-2289-multinode-hang": (

@@ -203,3 +203,40 @@ def test_whatifs_kept_site_with_a_damaged_marker_is_made_again(tmp_path, marker)
         finally:
             reader.close()
     assert first == 1 and (site.path / ".complete").read_text() == "1"
+
+
+def test_a_read_in_a_worker_thread_ends_at_the_runs_time_limit():
+    """whatif's and check's collectors read released files in worker threads (collect/constraints.py): a server that
+    accepts and never answers is given up at the run's --timeout there too, not at the client's own 600 s wait (the
+    request's deadline is the run's, proc.time_left(), in any thread)."""
+    import socket
+    import threading
+    import time
+
+    from sparkdoctor.released.http import Client, RemoteError
+    from sparkdoctor.runlimit import OutOfTime, run_limit
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: held.append(server.accept()[0]), daemon=True).start()
+    out: dict[str, object] = {}
+
+    def read() -> None:
+        try:
+            Client(timeout=600).get(f"http://127.0.0.1:{server.getsockname()[1]}/x")
+        except RemoteError as exc:
+            out["error"] = str(exc)
+
+    worker = threading.Thread(target=read, daemon=True)
+    with pytest.raises(OutOfTime), run_limit(1.0, "whatif"):
+        worker.start()
+        while True:  # not join(): an exception inside join() marks the thread stopped while it still runs (CPython)
+            time.sleep(0.05)
+    for _ in range(1200):  # a hang guard only: the client's own wait is 600 s
+        if "error" in out:
+            break
+        time.sleep(0.05)
+    server.close()
+    assert "no complete answer" in str(out.get("error")), out

@@ -8,7 +8,8 @@ the NVIDIA driver with its flavour and CUDA, the CUDA toolkit, GPU clocks (nvidi
 library that loads and its build identity, the NCCL config files, the communication environment
 (NCCL_, GLOO_, UCX_, ...), the links (/sys/class/net, /sys/class/infiniband), the RDMA fabric and the
 NCCL settings in force (fleetnode_fabric.py), /proc/meminfo and PSI as text and the kernel log's memory lines
-(fleetnode_hostmem.py: host health per node) with the processes and containers holding memory, whether it runs in a container, the node's name and its clock. Every partial failure is an error line, never the end.
+(fleetnode_hostmem.py: host health per node) with the processes and containers holding memory, earlyoom's and
+systemd-oomd's kill lines in the journal, the memory cgroup's limit (memory.max, memory.high), whether it runs in a container, the node's name and its clock. Every partial failure is an error line, never the end.
 """
 
 import os
@@ -21,7 +22,7 @@ import probe_site  # noqa: E402
 probe_site.rebuild()  # started with -S: the node's site-packages (where a pip NCCL lives), from files only
 
 from fleetnode_fabric import fabric  # noqa: E402
-from fleetnode_hostmem import holders, kernel_log, texts  # noqa: E402
+from fleetnode_hostmem import daemon_log, holders, kernel_log, limit, texts  # noqa: E402
 from fleetnode_links import ib_links, net_links, roce_v2_indexes  # noqa: E402
 from fleetnode_nccl import nccl_conf, nccl_libraries  # noqa: E402
 from fleetnode_system import (  # noqa: E402
@@ -76,6 +77,11 @@ def main():
     except Exception as exc:  # the same: it costs the holders, never the answer
         memory_holders = None
         errors.append("memory holders: %s: %s" % (type(exc).__name__, exc))
+    try:  # the journal of the user-space OOM killers, and the memory cgroup a launch from here starts in
+        daemons, memory_limit = daemon_log(root), limit(root)
+    except Exception as exc:  # the same: they cost these readings, never the answer
+        daemons, memory_limit = None, None
+        errors.append("oom daemons, memory limit: %s: %s" % (type(exc).__name__, exc))
     ib = ib_links(fabric_facts)
     result = {
         "probe": "fleet_node",
@@ -98,6 +104,8 @@ def main():
         "pci_ids": pci,
         "kernel_log": kernel,
         "memory_holders": memory_holders,
+        "daemon_log": daemons,
+        "memory_limit": memory_limit,
         "errors": errors,
     }
     result["time"] = time.time()

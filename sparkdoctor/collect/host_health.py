@@ -185,6 +185,7 @@ def links(root: Path) -> list[dict[str, object]] | None:
 
 
 KERNEL_LOG_TIMEOUT = 5.0  # seconds journalctl -k may take here: check's collector has 12 s for all of host health
+DAEMON_LOG_TIMEOUT = 3.0  # and the journal of the user-space OOM killers (an indexed query: well under a second)
 
 
 def kernel(root: Path, live: bool | None = None) -> tuple[dict[str, int] | None, str | None, list[str]]:
@@ -197,6 +198,15 @@ def kernel(root: Path, live: bool | None = None) -> tuple[dict[str, int] | None,
 
     log = read_kernel_log(root, live, timeout=KERNEL_LOG_TIMEOUT)
     return (None if log.text is None else counts(parse(log.text))), log.source, log.refused
+
+
+def oom_daemons(live: bool) -> dict[str, int] | None:
+    """The kills of the user-space OOM killers (earlyoom, systemd-oomd) in this boot's journal, which the kernel log never
+    holds; None off this machine or where the journal cannot be read (a fleet node's probe reads its own)."""
+    from sparkdoctor.collect.kernel_log import daemon_counts, read_daemon_log
+
+    text = read_daemon_log(live, timeout=DAEMON_LOG_TIMEOUT) if live else None
+    return None if text is None else daemon_counts(text)
 
 
 def observe(root: Path, live: bool = True) -> dict[str, Any]:
@@ -213,6 +223,7 @@ def observe(root: Path, live: bool = True) -> dict[str, Any]:
     except Exception as exc:  # as any other part: it costs the kernel counts only
         out["kernel"], out["kernel_source"], refused = None, None, [f"{type(exc).__name__}: {exc}"[:300]]
     out["kernel_refused"] = [r[:300] for r in refused] if out["kernel"] is None else []
+    out["oom_daemons"] = oom_daemons(root == Path("/") and live)
     if out["memory"] is None:
         errors.append(f"{root / 'proc/meminfo'} not readable: memory headroom unknown")
     out["errors"] = errors

@@ -37,12 +37,16 @@ JOURNAL = ("journalctl", "-k", "-b", "-o", "short-monotonic", "--no-pager", "-q"
 # it, --earlyoom) and systemd-oomd (Ubuntu desktop's default); two matches of one field are alternatives
 DAEMONS = ("journalctl", "-b", "-o", "short-monotonic", "--no-pager", "-q", "-n", "2000",
            "SYSLOG_IDENTIFIER=earlyoom", "SYSLOG_IDENTIFIER=systemd-oomd")
-_DAEMON_PATTERNS = [  # earlyoom's kill.c: warn("sending %s to process %d uid %d \"%s\": ...") in every release since 1.2
-    ("earlyoom-kill", re.compile(r'earlyoom(?:\[\d{1,10}\])?: sending (?P<signal>SIG[A-Z]{1,8}) to process (?P<pid>\d{1,10}) '
-                                 r'uid \d{1,10} "(?P<name>[^"]{0,64})')),
+# earlyoom's kill.c: warn("sending %s to process %d uid %d \"%s\": ...") in every release from 1.4 to 1.9.0, with the
+# journal's "earlyoom[PID]: " before it, or bare at the start of a line where earlyoom's stderr is read as it is (a
+# terminal, where msg.c colours it, or a container's log)
+_DAEMON_PATTERNS = [
+    ("earlyoom-kill", re.compile(r'(?:earlyoom(?:\[\d{1,10}\])?: |^)sending (?P<signal>SIG[A-Z]{1,8}) '
+                                 r'to process (?P<pid>\d{1,10}) uid \d{1,10} "(?P<name>[^"]{0,64})')),
     ("oomd-kill", re.compile(r"systemd-oomd(?:\[\d{1,10}\])?: Killed (?P<name>/\S{1,300}) due to ")),
 ]
 
+_COLOUR = re.compile(r"\x1b\[[0-9;]{0,16}m")
 _STAMP = re.compile(r"^\s*\[\s*(\d{1,10}\.\d{1,9})\]\s*")  # dmesg: seconds since boot
 _CTIME = re.compile(r"^\s*\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]\s*")  # dmesg -T
 _KMSG = re.compile(r"^(\d{1,3}),(\d{1,20}),(\d{1,20}),[^;]*;")  # /dev/kmsg: prio,seq,usec,flags;
@@ -120,7 +124,8 @@ def daemon_kills(text: str, since: float | None = None) -> list[KernelEvent]:
     """The kills of the user-space OOM killers in journal text (`journalctl -o short-monotonic`, any other `-o` too):
     earlyoom's name the victim's pid and name, systemd-oomd's the cgroup it killed (`name`)."""
     events = []
-    for line, seconds in _lines(text, ("earlyoom", "systemd-oomd"), since):
+    for line, seconds in _lines(text, ("earlyoom", "systemd-oomd", "sending SIG"), since):
+        line = _COLOUR.sub("", line)  # earlyoom's msg.c colours its lines on a tty
         for kind, pattern in _DAEMON_PATTERNS:
             match = pattern.search(line)
             if match:
@@ -131,14 +136,21 @@ def daemon_kills(text: str, since: float | None = None) -> list[KernelEvent]:
     return events
 
 
-def read_daemon_log(live: bool | None = None) -> str | None:
+def daemon_counts(text: str) -> dict[str, int]:
+    """{"earlyoom_kills", "oomd_kills"}: the user-space OOM killers' kills in journal text (host health's `oom_daemons`
+    readings, on this machine and on every fleet node)."""
+    found = Counter(e.kind for e in daemon_kills(text))
+    return {"earlyoom_kills": found["earlyoom-kill"], "oomd_kills": found["oomd-kill"]}
+
+
+def read_daemon_log(live: bool | None = None, timeout: float = JOURNAL_TIMEOUT) -> str | None:
     """The journal's lines of the user-space OOM killers in this boot (DAEMONS), time-limited and capped as the kernel
     log's; None off this machine, or where the journal cannot be read."""
     if not (live if live is not None else is_live_root()):
         return None
     from sparkdoctor import proc
 
-    done = proc.run(list(DAEMONS), timeout=JOURNAL_TIMEOUT, max_output=(0, MAX_BYTES))
+    done = proc.run(list(DAEMONS), timeout=timeout, max_output=(0, MAX_BYTES))
     return done.stdout if done.ok else None
 
 

@@ -65,7 +65,8 @@ NODE_ANSWER: dict[str, object] = {
     "host": dict, "memory": dict, "cma": dict, "driver": dict, "cuda_toolkit": dict, "nccl": dict,
     "roce_v2_gid_index": dict, "node": dict, "gpus": ListOf(dict), "nccl_conf": ListOf(dict), "links": ListOf(dict),
     "env": MapOf(TEXT), "errors": ListOf(TEXT), "python": TEXT, "time": Finite(), "host_texts": dict, "kernel_log": dict,
-    "pci_ids": ListOf(TEXT), "memory_holders": MEMORY_HOLDERS,
+    "pci_ids": ListOf(TEXT), "memory_holders": MEMORY_HOLDERS, "daemon_log": dict,
+    "memory_limit": {"bytes": int, "used_bytes": Opt(int), "cgroup": Opt(TEXT), "!required": ("bytes",)},
 }
 
 
@@ -266,7 +267,7 @@ def _host_memory(health: dict[str, Any], raw: dict[str, object]) -> None:
     collect/kernel_log.py) from the texts and memory lines its probe sent (probes/fleet_node/fleetnode_hostmem.py);
     a node whose probe predates them keeps its meminfo figures and leaves the rest unknown."""
     from sparkdoctor.collect.host_health import memory_of, pressure_of, unified_of
-    from sparkdoctor.collect.kernel_log import counts, parse
+    from sparkdoctor.collect.kernel_log import counts, daemon_counts, parse
 
     texts = _dict(raw.get("host_texts"))
     meminfo, psi = texts.get("meminfo"), texts.get("pressure")
@@ -283,6 +284,10 @@ def _host_memory(health: dict[str, Any], raw: dict[str, object]) -> None:
     # why each log tried was not read, as check's host health says it (describe.describe_health prints either)
     health["kernel_refused"] = ([str(r)[:300] for r in refusals[:8]] if isinstance(refusals, list) else []) \
         if health["kernel"] is None else []
+    daemons = _dict(raw.get("daemon_log"))  # earlyoom's and systemd-oomd's kills in the node's journal
+    sent = daemons.get("lines")
+    lines = [line[:4096] for line in (sent if isinstance(sent, list) else []) if isinstance(line, str)][:MAX_KERNEL_LINES]
+    health["oom_daemons"] = daemon_counts("\n".join(lines)) if isinstance(daemons.get("source"), str) else None
     if log and health["kernel"] is None:
         refused = "; ".join(str(r) for r in (refusals if isinstance(refusals, list) else []))[:300]
         health["errors"].append(f"kernel log not readable on the node ({refused}): the NVRM, OOM and hung-task "
@@ -295,13 +300,14 @@ def _memory_holders(raw: dict[str, object]) -> dict[str, object] | None:
     held = raw.get("memory_holders")
     if not isinstance(held, dict):
         return None
-    free = None
-    for line in str(_dict(raw.get("host_texts")).get("meminfo") or "")[:MAX_TEXT].splitlines():
-        name, _, rest = line.partition(":")
-        value = rest.split()[0] if rest.split() else ""
-        if name == "MemFree" and value.isascii() and value.isdigit() and len(value) <= 20:  # "²".isdigit() is True
-            free = int(value)
-    return {"free_kib": free, **{key: list(held.get(key) or [])[:MAX_ROWS] for key in ("holders", "others", "containers")},
+    from sparkdoctor.memory.have import huge_pages, meminfo_fields
+
+    fields = meminfo_fields(str(_dict(raw.get("host_texts")).get("meminfo") or "")[:MAX_TEXT])
+    hugetlb, hugetlb_free = huge_pages(fields)
+    room = _dict(raw.get("memory_limit"))  # the memory cgroup a launch from the node's shell starts in (NODE_ANSWER checked it)
+    return {"free_kib": fields.get("MemFree"), "hugetlb_bytes": hugetlb, "hugetlb_free_bytes": hugetlb_free,
+            "limit_bytes": room.get("bytes"), "limit_used_bytes": room.get("used_bytes"), "limit_cgroup": room.get("cgroup"),
+            **{key: list(held.get(key) or [])[:MAX_ROWS] for key in ("holders", "others", "containers")},
             "errors": [str(e)[:300] for e in held.get("errors") or []][:20]}
 
 

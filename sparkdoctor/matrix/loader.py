@@ -127,6 +127,14 @@ def fix_ids(folder: Path | None) -> set[str]:
     return {p.stem for p in root.glob("*.toml")} if root.is_dir() else set()
 
 
+def fix_hint(fix: str) -> str:
+    """How to see a finding's fix: `sparkdoctor fix` for a bundled fix; a matrix's own fix (written for `fix --matrix M
+    --fixes F`, which check and the other judging verbs read without F) needs both options, and the hint says so."""
+    if fix in fix_ids(None):
+        return "sparkdoctor fix shows the plan"
+    return f"not a bundled fix: sparkdoctor fix --matrix MATRIX --fixes FOLDER, FOLDER holding {fix}.toml, shows the plan"
+
+
 def check_fixes(entries: list[Entry], files: dict[str, str], ids: set[str], bundled: bool, folder: Path | None = None) -> None:
     """Every `fix` names a fix file; in the bundled matrix also: action = "fix" names a fix, and no fix is unused."""
     for e in entries:

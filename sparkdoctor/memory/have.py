@@ -163,7 +163,7 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
     have = Have(str(root), kib_bytes(mem.get("total_kib")), kib_bytes(fields.get("MemFree")), kib_bytes(mem.get("available_kib")),
                 kib_bytes(mem.get("reclaimable_kib")), kib_bytes(mem.get("swap_total_kib")), kib_bytes(mem.get("swap_used_kib")),
                 errors=errors)
-    have.hugetlb_bytes, have.hugetlb_free_bytes = _huge_pages(fields)
+    have.hugetlb_bytes, have.hugetlb_free_bytes = huge_pages(fields)
     for pid in _pids(root, errors):
         name, rss = _status(root, pid)
         devices = _devices(root, pid)
@@ -211,9 +211,14 @@ def _small(path: Path) -> str | None:
 
 
 def _meminfo_fields(root: Path) -> dict[str, int]:
-    """The counts of /proc/meminfo beside host health's readings: MemFree and the huge pages."""
+    return meminfo_fields(_small(root / "proc" / "meminfo") or "")
+
+
+def meminfo_fields(text: str) -> dict[str, int]:
+    """The counts of /proc/meminfo's text beside host health's readings: MemFree and the huge pages (a fleet node
+    sends the text: fleet/node.py)."""
     out = {}
-    for line in (_small(root / "proc" / "meminfo") or "").splitlines():
+    for line in text.splitlines():
         name, _, rest = line.partition(":")
         if name in ("MemFree", "Hugetlb", "HugePages_Total", "HugePages_Free", "Hugepagesize") and rest.split():
             value = count(rest.split()[0])
@@ -222,7 +227,7 @@ def _meminfo_fields(root: Path) -> dict[str, int]:
     return out
 
 
-def _huge_pages(fields: dict[str, int]) -> tuple[int | None, int | None]:
+def huge_pages(fields: dict[str, int]) -> tuple[int | None, int | None]:
     """(bytes set aside as huge pages, bytes of them unused): Hugetlb (every page size, Linux 4.15) or else
     HugePages_Total x Hugepagesize. Set aside, they are in MemTotal but never in MemAvailable: no launch gets them."""
     size = fields.get("Hugepagesize")

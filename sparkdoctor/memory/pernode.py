@@ -64,6 +64,7 @@ class Launch:
     layers: int
     kv_heads: int
     mla: bool
+    container: str | None = None  # the recipe's image: the server starts in its runtime's cgroup, not the shell's
 
 
 @dataclass
@@ -129,7 +130,8 @@ def size_launch(recipe_ref: str, overrides: dict[str, str], model: str | None) -
     shape = read_shape(checkpoint.config, checkpoint.folder / "config.json")
     tp = parallel_size(recipe, argv, ("--tensor-parallel-size", "-tp"))
     pp = parallel_size(recipe, argv, ("--pipeline-parallel-size", "-pp"))
-    return Launch(recipe.name, str(checkpoint.folder), need, tp, pp, shape.layers, shape.kv_heads, bool(shape.kv_latent))
+    return Launch(recipe.name, str(checkpoint.folder), need, tp, pp, shape.layers, shape.kv_heads, bool(shape.kv_latent),
+                  recipe.container)
 
 
 def per_node(launch: Launch, nodes: int) -> tuple[Need, int, list[str]]:
@@ -188,6 +190,9 @@ def node_have(name: str, facts: Facts) -> Have:
         have.errors.append(f"node {name}'s probe sent no memory holders: what holds its memory is unknown")
         return have
     have.errors += [str(e) for e in held.get("errors") or []]
+    for key in ("hugetlb_bytes", "hugetlb_free_bytes", "limit_bytes", "limit_used_bytes"):
+        if isinstance(held.get(key), int) and not isinstance(held.get(key), bool) and held[key] >= 0:
+            setattr(have, key, held[key])
 
     def holder(row: dict[str, Any]) -> Holder:
         return Holder(int(row["pid"]), row.get("name"), kib_bytes(row.get("rss_kib")), list(row.get("devices") or []),
@@ -210,6 +215,12 @@ def judge_fleet(launch: Launch, named: list[tuple[str, Facts]]) -> FleetFit:
     """Every node that answered judged on its own memory; the proposal that fits on all of them."""
     need, ranks, rules = per_node(launch, len(named))
     haves = {name: node_have(name, facts) for name, facts in named}
+    for have in haves.values():
+        if launch.container and have.limit_bytes is not None:  # as memory/findings.preflight: the runtime's cgroup binds it
+            note = (f"the server runs in a container of image {launch.container}, in its runtime's cgroup: the memory "
+                    f"limit of a node's shell cgroup ({gib(have.limit_bytes)} on {have.root[5:]}) does not bound it")
+            need.notes.append(note)
+            have.limit_bytes = have.limit_used_bytes = None
     fit = FleetFit(launch, need, ranks, rules, {name: judge(need, have) for name, have in haves.items()})
     verdicts = fit.verdicts.values()
     if not verdicts or any(v.outcome in (NO_FIT, UNKNOWN) for v in verdicts) or all(v.outcome == FITS for v in verdicts):

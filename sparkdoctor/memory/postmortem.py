@@ -102,7 +102,9 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
     kills = [e for e in events if e.kind == "oom-kill"]
     victim = next((e for e in kills if pids is None or e.pid in pids), None)
     daemons = daemon_kills(daemon_text, since)
-    early = next((e for e in daemons if e.kind == "earlyoom-kill" and (pids is None or e.pid in pids)), None)
+    # earlyoom's bare stderr line in the server's own log (earlyoom started beside it, in its container or its script)
+    early, early_from = next(((e, src) for src, found in (("journal", daemons), ("server", daemon_kills("\n".join(lines))))
+                              for e in found if e.kind == "earlyoom-kill" and (pids is None or e.pid in pids)), (None, ""))
     oomd = [e for e in daemons if e.kind == "oomd-kill"]
     no_memory = [e for e in events if e.kind == "nvrm-no-memory"]
     exit_line = _exit(returncode)
@@ -121,7 +123,7 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
         pm.cause, pm.victim = "oom-killed", {"pid": early.pid, "name": early.name}
         whose = "the server" if pids is not None else "a process while the server ran"
         pm.summary = f"earlyoom, a user-space OOM killer, killed {whose} (pid {early.pid}, {early.name}): memory ran low"
-        pm.evidence = [f"journal: {early.line}"]
+        pm.evidence = [f"{early_from}: {early.line}"]
         pm.avoid = (f"{lower}, and stop what else holds memory first; earlyoom kills at its own thresholds (-m/-s, 10% "
                     "of memory and swap free by default), before the kernel would")
     elif rose and _sigkill(returncode) and not kills:

@@ -12,6 +12,7 @@ from sparkdoctor.anonymize import NOT_REDACTED_NOTE, REDACTED_NOTE, Redactor
 from sparkdoctor.describe import clip, describe_target, tracked_stack
 from sparkdoctor.facts import Facts
 from sparkdoctor.fit import FORUM_LIMIT, Block
+from sparkdoctor.matrix.loader import fix_hint
 from sparkdoctor.report import judgement
 from sparkdoctor.report.sections import Section, environment_sections, label_lines
 
@@ -61,7 +62,7 @@ def _findings(report: Report, r: Redactor) -> list[str]:
         if f.remedy:
             out.append(f"    what to do: {f.remedy}")
         if f.fix:
-            out.append(f"    fix: {f.fix} (sparkdoctor fix shows the plan)")
+            out.append(f"    fix: {f.fix} ({fix_hint(f.fix)})")
         out += [f"    see: {ref}" for ref in f.refs]
     if report.ignored:
         out.append("ignored: " + ", ".join(judgement.ignored(report)))

@@ -30,6 +30,7 @@ from sparkdoctor.describe import (
 )
 from sparkdoctor.exitcodes import EXIT_FINDINGS
 from sparkdoctor.findings import PASS, SEVERITY_RANK
+from sparkdoctor.matrix.loader import fix_hint
 from sparkdoctor.views.terminal_text import (
     Ink,
     labelled,
@@ -178,7 +179,7 @@ def _print_finding(console: Console, f: Finding, ink: Ink, verbose: bool, last: 
         rows.append(("what to do", ink.text(f.remedy, limit=PROSE_CHARS)))
     if f.fix:
         fix = ink.text(f.fix, style="bold")
-        fix.append("  (sparkdoctor fix shows the plan)", style="dim")
+        fix.append(f"  ({fix_hint(f.fix)})", style="dim")
         rows.append(("fix", fix))
     if rows:
         parts.append(Padding(labelled(rows, ink, label_width=LABEL_WIDTH), (0, 0, 0, 2)))

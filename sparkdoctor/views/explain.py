@@ -16,6 +16,7 @@ from rich.text import Text
 from sparkdoctor.describe import clip, plural
 from sparkdoctor.matrix.ambiguity import decide_with
 from sparkdoctor.matrix.explanation import Explanation, summary, tells_apart
+from sparkdoctor.matrix.loader import fix_hint
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
 from sparkdoctor.views import View
@@ -68,7 +69,7 @@ def render_explain(matches: list[SymptomMatch], source: str, lines: int, console
         grid.add_row("seen", Text(f"{where}{times} ({m.how} match): {clip(m.line, 300)}"))
         grid.add_row("what to do", Text(e.remedy))
         if e.fix:
-            grid.add_row("fix", Text(f"{e.fix}  (sparkdoctor fix shows the plan)"))
+            grid.add_row("fix", Text(f"{e.fix}  ({fix_hint(e.fix)})"))
         console.print(Padding(grid, (0, 0, 0, 2)))
         for ref in e.refs:
             console.print(f"  {'ref':<10}  {escape(ref)}", soft_wrap=True, overflow="ignore", crop=False)

@@ -31,6 +31,7 @@ from sparkdoctor.describe import (
     summary_line,
 )
 from sparkdoctor.findings import SEVERITY_RANK
+from sparkdoctor.matrix.loader import fix_hint
 
 if TYPE_CHECKING:
     from sparkdoctor.findings import Finding, Report
@@ -53,7 +54,7 @@ def _finding_text(finding: Finding) -> str:
     if finding.remedy:
         lines.append(f"what to do: {finding.remedy}")
     if finding.fix:
-        lines.append(f"fix: {finding.fix} (sparkdoctor fix shows the plan)")
+        lines.append(f"fix: {finding.fix} ({fix_hint(finding.fix)})")
     if finding.refs:
         lines.append("refs:")
         lines += [f"  - {clip(r)}" for r in finding.refs]

@@ -29,8 +29,10 @@ HEALTHY_GPU: dict[str, Any] = {
 
 
 def host_health(tree: str = "gb10-healthy", **gpu: Any) -> dict[str, Any]:
-    """observe() of a fixture tree, with one GPU: HEALTHY_GPU updated by `gpu`."""
+    """observe() of a fixture tree, with one GPU: HEALTHY_GPU updated by `gpu`, and a journal read with no kill of the
+    user-space OOM killers in it (the journal, like NVML, has no file tree: observe() reads it on the real root only)."""
     health = observe(HOSTROOTS / tree)
+    health["oom_daemons"] = {"earlyoom_kills": 0, "oomd_kills": 0}
     health["root"] = f"tests/data/hostroots/{tree}"
     health["gpus"] = [{**copy.deepcopy(HEALTHY_GPU), **gpu}]
     return health

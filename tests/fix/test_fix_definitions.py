@@ -1,6 +1,8 @@
 """Fix definitions and the matrix agree: every action = "fix" entry names a fix, every fix is used,
 every field is validated with one line naming the file and the field, and every bundled fix is safe."""
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -111,6 +113,30 @@ def test_check_judges_with_a_matrix_whose_fixes_are_in_a_folder_of_its_own():
 
     outcome = check(CheckRequest(facts=Facts.load(FACTS_DIR / "nogpu-clean.json"), matrix=DATA / "matrix"))
     assert "six-upgrade" in {e.fix for e in outcome.matrix.entries} and outcome.report.exit_code() in (0, 1)
+
+
+@pytest.mark.parametrize("fmt", ["console", "junit"])
+def test_checks_finding_with_a_fix_of_its_own_says_fix_needs_matrix_and_fixes(tmp_path, fmt):
+    """check judges with a matrix whose fixes are in a folder of its own, and said "sparkdoctor fix shows the plan" for
+    them: that command refuses the id ("no fix in fixes/"). check gets no --fixes (it never runs a fix): the hint names
+    the options fix needs; a bundled fix keeps the short hint."""
+    import subprocess
+    import sys
+
+    from tests.test_render import FACTS_DIR
+
+    doc = json.loads((FACTS_DIR / "nogpu-clean.json").read_text())
+    doc["packages"]["six"] = {**doc["packages"]["torch"], "name": "six", "version": "1.16.0"}
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps(doc))
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--matrix", str(DATA / "matrix"), "--facts",
+                           str(facts), "--format", fmt], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "300"})
+    assert "six-upgrade" in done.stdout, done.stdout[-2000:] + done.stderr
+    said = " ".join(done.stdout.split())
+    assert "six-upgrade (not a bundled fix: sparkdoctor fix --matrix MATRIX --fixes FOLDER, FOLDER holding six-upgrade.toml" \
+        in said.replace("six-upgrade  (", "six-upgrade ("), said[-2000:]
+    assert "(sparkdoctor fix shows the plan)" not in said
 
 
 def test_fix_and_validate_still_refuse_a_fix_id_that_names_no_fix(tmp_path):

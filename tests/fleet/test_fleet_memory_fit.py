@@ -225,3 +225,45 @@ def test_a_node_answer_with_holders_of_the_wrong_shape_is_refused_by_name(held):
 
     with pytest.raises(ShapeError, match="memory_holders"):
         check_answer({"memory_holders": held})
+
+
+def test_a_nodes_huge_pages_and_memory_high_are_read_as_this_machines(tmp_path, qwen3_8b):
+    """A node's huge pages (set aside: in MemTotal, never available) and the memory cgroup its shell runs in (a slice's
+    MemoryHigh: past it the kernel throttles the launch until it stalls) bound a launch there as they bound one here
+    (memory/have.py); the node probe sent neither, so the node was judged on its MemAvailable alone."""
+    from sparkdoctor.memory.have import cgroup_room
+
+    root = healthy(tmp_path)
+    with open(root / "proc" / "meminfo", "a") as fh:
+        fh.write("HugePages_Total:    8192\nHugePages_Free:     6144\nHugepagesize:       2048 kB\nHugetlb:        16777216 kB\n")
+    for pid in ("self", "999"):  # the probe reads its own; cgroup_room here is asked for a pid
+        (root / "proc" / pid).mkdir(parents=True, exist_ok=True)
+        (root / "proc" / pid / "cgroup").write_text("0::/user.slice/user-1000.slice/session-3.scope\n")
+    slice_ = root / "sys" / "fs" / "cgroup" / "user.slice"
+    (slice_ / "user-1000.slice" / "session-3.scope").mkdir(parents=True)
+    (slice_ / "memory.max").write_text("max\n")
+    (slice_ / "memory.high").write_text(f"{40 * 2**30}\n")
+    (slice_ / "memory.current").write_text(f"{12 * 2**30}\n")
+    (slice_ / "memory.stat").write_text(f"anon {10 * 2**30}\nfile {2 * 2**30}\nshmem 0\n")
+    facts = fleet_facts("spark-1")
+    apply_node(facts, node_answer(root), time.time(), None)
+    have, here = node_have("spark-1", facts), read_have(root, ask_nvml=False)
+    assert (have.hugetlb_bytes, have.hugetlb_free_bytes) == (here.hugetlb_bytes, here.hugetlb_free_bytes) == (16 * 2**30, 12 * 2**30)
+    assert (have.limit_bytes, have.limit_used_bytes) == cgroup_room(999, root) == (40 * 2**30, 10 * 2**30)
+    recipe = write_recipe(tmp_path, qwen3_8b, "--max-model-len", "32768", "--gpu-memory-utilization", "0.7")
+    verdict = judge_fleet(size_launch(str(recipe), {}, None), [("spark-1", facts)]).verdicts["spark-1"]
+    assert verdict.outcome == FITS_WITH and verdict.usable_bytes == 40 * 2**30 - 10 * 2**30 - 3 * 2**30 // 2
+    assert any(h.what.startswith("huge pages set aside") for h in verdict.holding), verdict.holding
+    # a container recipe starts in its runtime's cgroup: the shell's limit does not bind it there (as bench's preflight)
+    boxed = tmp_path / "boxed.toml"
+    boxed.write_text(recipe.read_text().replace("command = ", 'container = "vllm/vllm-openai:v0.33.0"\ncommand = '))
+    assert judge_fleet(size_launch(str(boxed), {}, None), [("spark-1", facts)]).verdicts["spark-1"].outcome == FITS
+
+
+@pytest.mark.parametrize("room", [{"bytes": "40G"}, {"bytes": 1, "used_bytes": "x"}, {"used_bytes": 1}, [1]])
+def test_a_node_answer_with_a_memory_limit_of_the_wrong_shape_is_refused_by_name(room):
+    from sparkdoctor.facts_shapes import ShapeError
+    from sparkdoctor.fleet.node import check_answer
+
+    with pytest.raises(ShapeError, match="memory_limit"):
+        check_answer({"memory_limit": room})

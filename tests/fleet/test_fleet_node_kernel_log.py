@@ -108,3 +108,39 @@ def test_a_journal_that_floods_costs_the_node_no_more_than_the_cap(tmp_path):
     got = json.loads(done.stdout)
     assert got["source"] == "journalctl -k" and got["last"].endswith("anon-rss:65280kB"), got
     assert got["grown_kib"] < 32 * 1024, got
+
+
+EARLYOOM = ('[  395.101500] spark-1 earlyoom[812]: sending SIGTERM to process 12026 uid 1000 "VLLM::EngineCor": badness 880, '
+            "VmRSS 117440 MiB")
+OOMD = ("[  395.200000] spark-1 systemd-oomd[640]: Killed /user.slice/user-1000.slice/session-3.scope due to memory "
+        "pressure for /user.slice/user-1000.slice being 62.12% > 50.00% for > 20s with reclaim activity")
+
+
+def test_a_nodes_journal_of_the_user_space_oom_killers_is_read_bounded_and_counted(tmp_path, monkeypatch):
+    """earlyoom and systemd-oomd log their kills to the journal, never the kernel log: the node probe read neither, so a
+    node whose server earlyoom had ended looked clean. A journal of 40 MB of other lines costs 8 MiB at most; only kill
+    lines travel (200 at most)."""
+    noise = "[  1.0] spark-1 earlyoom[812]: mem avail: 90000 of 122502 MiB (73.47%), swap free: 0 of 0 MiB"
+    body = (f"echo \"$@\" > {tmp_path}/argv; i=0; while [ $i -lt 400000 ]; do echo '{noise}'; i=$((i+1)); done; "
+            f"i=0; while [ $i -lt 300 ]; do echo '{EARLYOOM}'; i=$((i+1)); done; echo '{OOMD}'")
+    monkeypatch.setenv("PATH", _stand_ins(tmp_path, body)["PATH"])
+    log = _probe().daemon_log(str(tmp_path / "node"), live=True)
+    assert log["source"] == "journalctl" and len(log["lines"]) == 200 and log["lines"][-1] == OOMD, log["refused"]
+    assert "SYSLOG_IDENTIFIER=earlyoom SYSLOG_IDENTIFIER=systemd-oomd" in (tmp_path / "argv").read_text()
+    facts = Facts(target={"node": "spark-1"})
+    apply_node(facts, {"daemon_log": log}, 0.0, None)
+    assert (facts.host_health or {})["oom_daemons"] == {"earlyoom_kills": 199, "oomd_kills": 1}
+    assert _probe().daemon_log(str(tmp_path / "node"), live=False) is None  # a tree's journal is not this machine's
+
+
+def test_a_nodes_journal_that_is_refused_or_hangs_leaves_the_kills_unknown(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", _stand_ins(tmp_path, "echo 'No journal files were found.' >&2; exit 1")["PATH"])
+    probe = _probe()
+    log = probe.daemon_log(str(tmp_path / "node"), live=True)
+    assert log == {"source": None, "lines": [], "refused": ["journalctl: exit 1: No journal files were found."]}
+    facts = Facts(target={"node": "spark-1"})
+    apply_node(facts, {"daemon_log": log}, 0.0, None)
+    assert (facts.host_health or {})["oom_daemons"] is None
+    (tmp_path / "bin" / "journalctl").write_text("#!/bin/sh\nexec sleep 600\n")
+    probe.TIMEOUT = 0.5
+    assert probe.daemon_log(str(tmp_path / "node"), live=True)["refused"] == ["journalctl: timed out after 0.5s"]

@@ -167,6 +167,27 @@ def test_each_node_is_judged_on_its_own_memory_and_kernel_log(sshd, node_venvs, 
     assert done.returncode == 1, done.stderr  # the driver out of memory is an error: the launch is refused
 
 
+def test_a_nodes_earlyoom_kills_come_back_over_ssh(sshd, node_venvs, tmp_path):
+    """The node's journal of the user-space OOM killers travels in its answer over the real sshd (a `journalctl` first
+    on the node's PATH stands for its journal; the node's root is this machine's, so the probe reads it)."""
+    import shlex
+
+    from tests.fleet.test_fleet_node_kernel_log import EARLYOOM, OOMD
+
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "journalctl").write_text(f"#!/bin/sh\ncase \"$*\" in *SYSLOG_IDENTIFIER=earlyoom*) echo {shlex.quote(EARLYOOM)}; "
+                                     f"echo {shlex.quote(OOMD)};; esac\n")
+    (bin_ / "journalctl").chmod(0o755)
+    wrapper = tmp_path / "fleet-0-python"
+    wrapper.write_text(f"#!/bin/sh\nexport PATH={shlex.quote(str(bin_))}:\"$PATH\"\nexec {shlex.quote(str(node_venvs[0]))} \"$@\"\n")
+    wrapper.chmod(0o755)
+    done = fleet("--inventory", inventory(tmp_path / "fleet.toml", [("fleet-0", str(wrapper))]), "--ssh-config",
+                 str(sshd.config), "--format", "json")
+    [node] = json.loads(done.stdout)["nodes"]
+    assert node["facts"]["host_health"]["oom_daemons"] == {"earlyoom_kills": 1, "oomd_kills": 1}, done.stderr
+
+
 def test_the_launch_is_judged_on_each_nodes_memory_over_ssh(sshd, node_venvs, tmp_path):
     """`fleet check --recipe` over the real sshd: two nodes, each on its own fixture box (a leftover server and a
     leaked container on fleet-1, nothing on fleet-0). The need is sized here once (TP 2: one rank a node); each

@@ -276,6 +276,34 @@ def test_a_user_space_oom_killer_is_named_from_the_journal(tmp_path, monkeypatch
     assert "SYSLOG_IDENTIFIER=earlyoom" in (tmp_path / "argv").read_text()
 
 
+def test_earlyooms_bare_line_in_the_servers_log_names_the_kill():
+    """earlyoom started beside the server (its container's entrypoint, a launch script) writes its kill line bare to the
+    same log, without the journal's `earlyoom[PID]: ` (kill.c's warn(); coloured on a tty by msg.c): the post-mortem
+    said "crash" for a server it had ended."""
+    lines = ["INFO: loading weights", "low memory! at or below SIGTERM limits: mem 10.00%, swap 10.00%",
+             '\x1b[33msending SIGTERM to process 12026 uid 0 "python3": oom_score 880, oom_score_adj 0, VmRSS 117440 MiB, '
+             'cmdline "python3 -m vllm.entrypoints.openai.api_server"\x1b[0m']
+    pm = classify("", lines, since=390.0, pids={12026}, returncode=-signal.SIGTERM, kernel_source="/dev/kmsg")
+    assert pm.cause == "oom-killed" and pm.victim == {"pid": 12026, "name": "python3"}
+    assert pm.evidence[0].startswith('server: sending SIGTERM to process 12026 uid 0 "python3"')
+    assert classify("", lines, pids={777}, returncode=-signal.SIGTERM, kernel_source="/dev/kmsg").cause == "crash"
+    echo = ["Sending SIGTERM to process 12026...", "[launch] sending SIGTERM to process 12026 uid 0 \"python3\""]
+    assert classify("", echo, pids={12026}, returncode=-signal.SIGTERM, kernel_source="/dev/kmsg").cause == "crash"
+
+
+def test_checks_host_health_counts_the_user_space_oom_killers_kills(tmp_path, monkeypatch):
+    """check's host health reads this boot's journal of earlyoom and systemd-oomd (the same readings every fleet node
+    sends: host-earlyoom-killed and host-systemd-oomd-killed fire on them); a fixture tree's journal is never read."""
+    from sparkdoctor.collect.host_health import observe, oom_daemons
+
+    monkeypatch.setenv("PATH", _journalctl(tmp_path / "bin", f"cat {tmp_path}/journal")["PATH"])
+    (tmp_path / "journal").write_text(EARLYOOM + OOMD)
+    assert oom_daemons(True) == {"earlyoom_kills": 1, "oomd_kills": 1}
+    assert observe(tmp_path, live=True)["oom_daemons"] is None  # not this machine's root
+    (tmp_path / "bin" / "journalctl").write_text("#!/bin/sh\necho 'No journal files were found.' >&2; exit 1\n")
+    assert oom_daemons(True) is None
+
+
 def test_a_kmsg_file_in_a_tree_is_read_whole_lines(tmp_path):
     """A host root's dev/kmsg that is a regular file (a fixture, a copied tree) was read in 8 KiB reads with a line
     break added after each, as /dev/kmsg gives one record a read: the OOM line across the 8,192nd byte was cut in two

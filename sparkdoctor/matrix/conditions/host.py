@@ -29,6 +29,7 @@ READINGS = {
     "docker": ("nvidia_runtime", "default_runtime", "nvidia_cdi", "nvidia_runtime_binary"),
     "link": ("name", "kind", "driver", "state", "speed_mbps", "mtu"),
     "kernel": ("nvrm_no_memory", "xids", "oom_kills", "oom_kills_cgroup", "hung_tasks"),  # events in the kernel log since boot
+    "oom_daemons": ("earlyoom_kills", "oomd_kills"),  # the user-space OOM killers' kills in this boot's journal
 }
 _UNIFIED_SAID = {True: "memory unified with the GPU (a GB10, PCI 10de:2e12, on the bus)",
                  False: "no GB10 on the PCI bus: no GPU shares this memory",
