@@ -74,6 +74,17 @@ def test_a_recipe_serving_a_local_folder_shows_the_share_of_the_ceiling(run, tmp
     assert "above the ceiling: the folder is not the model served" in text.stdout, text.stdout
 
 
+def test_the_kv_cache_dtype_of_a_config_file_sizes_the_ceiling(run, tmp_path, checkpoint):
+    """`vllm serve --config serve.yaml` whose file sets kv-cache-dtype: the roofline read the flag from the command
+    only, and sized an fp8 cache as the model's 16-bit one; the command line still wins over the file."""
+    (tmp_path / "serve.yaml").write_text("kv-cache-dtype: fp8\n")
+    out = run(recipe(tmp_path, checkpoint, *SLOW, "--config", "serve.yaml"), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["roofline"]["kv_cache_dtype"] == "fp8", out.stdout
+    out = run(recipe(tmp_path, checkpoint, *SLOW, "--config", "serve.yaml", "--kv-cache-dtype", "auto"), "--format", "json")
+    assert json.loads(out.stdout)["roofline"]["kv_cache_dtype"] == "auto", out.stdout
+
+
 def test_url_with_model_dir(run, tmp_path, checkpoint):
     from tests.ports import start_on_a_free_port
 
