@@ -200,8 +200,9 @@ def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
         config = served.read(url, m.model, info.version, info.is_vllm)  # its flags are no recipe's: asked of it
     result = run.RunResult({"name": None, "url": url, "model": m.model, "served": config}, info, m, toolchain,
                            load=load_record(before, after), correctness=checked)
-    if opts.model_dir is not None:
-        _roofline(result, str(opts.model_dir), None)
+    if opts.model_dir is not None:  # the KV cache dtype the server says (/metrics), else vLLM's default
+        dtype = (config["cache_config"] or {}).get("cache_dtype")
+        _roofline(result, str(opts.model_dir), None, ["--kv-cache-dtype", dtype] if dtype else None)
     return _document(ledger, result)
 
 

@@ -235,6 +235,7 @@ def main(argv: list[str]) -> None:
         sys.exit(f"sse_server: --config {args.config}: no such file in {os.getcwd()}")
     style = Style(vllm=not args.generic, usage="last" if args.generic else "separate", done=not args.generic,
                   delay=args.delay, model=args.model, stamp=args.stamp,
+                  cache_config={"cache_dtype": args.kv_cache_dtype} if args.kv_cache_dtype != "auto" else None,
                   completion=json.loads(open(args.completion).read()) if args.completion else None)
     handler = _Handler(style)
     if args.exit_after is not None:

@@ -106,6 +106,23 @@ def test_url_with_model_dir(run, tmp_path, checkpoint):
         server.wait(timeout=10)
 
 
+def test_url_with_model_dir_sizes_the_kv_cache_the_server_says(run, checkpoint):
+    """A server at --url says its KV cache dtype on /metrics (vllm:cache_config_info cache_dtype): the roofline sized
+    an fp8 cache as the model's 16-bit one ("auto") all the same."""
+    from tests.ports import start_on_a_free_port
+
+    server, port = start_on_a_free_port(lambda port: subprocess.Popen(
+        [sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", str(port), *SLOW, "--kv-cache-dtype", "fp8"],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True))
+    try:
+        out = run("--url", f"http://127.0.0.1:{port}", "--model-dir", checkpoint, "--format", "json")
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["roofline"]["kv_cache_dtype"] == "fp8", out.stdout
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+
+
 def test_an_unreadable_folder_never_fails_the_bench(run, tmp_path, checkpoint):
     empty = tmp_path / "empty-model"
     empty.mkdir()
