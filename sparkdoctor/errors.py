@@ -92,9 +92,10 @@ class WrongAnswers(SparkdoctorError):
 
 
 class AnswersUnchecked(SparkdoctorError):
-    """bench was given a --reference-file and could not judge the answers against it: `unchecked` (the probe or
-    scoring requests failed) or `unscored` (no log-probabilities) (exit 3, as check's target it could not probe;
-    `--allow-wrong`: 0)."""
+    """bench had a reference to judge the answers by (--reference-file, the one stored for the model, or the one being
+    marked) and could not judge them against it: `unchecked` (the probe or scoring requests failed, the reference could
+    not be read) or `unscored` (no log-probabilities) (exit 3, as check's target it could not probe; `--allow-wrong`:
+    0)."""
 
     exit_code = EXIT_BENCH_UNCHECKED
     code = "answers-unchecked"

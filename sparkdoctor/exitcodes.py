@@ -39,8 +39,9 @@ EXIT_FIX_UNCHANGED = 6  # fix stopped before it changed anything: the plan could
 
 # `sparkdoctor bench` and `sparkdoctor history`
 EXIT_BENCH_WRONG = 1  # the run's answers were judged wrong, or an A/B level's faster arm was (`--allow-wrong`: 0)
-EXIT_BENCH_UNCHECKED = 3  # --reference-file named, and the answers (a run's, or an arm's) could not be judged against
-#                           it: `unchecked` or `unscored` (measured and stored; `--allow-wrong`: 0)
+EXIT_BENCH_UNCHECKED = 3  # a reference to judge by (--reference-file, stored for the model, or being marked) and the
+#                           answers (a run's, or an arm's) not judged against it: `unchecked` or `unscored` (measured
+#                           and stored; `--allow-wrong`: 0); a model with no reference yet is 0, said on stderr
 EXIT_BENCH_FAILED = 4  # the server could not be launched, reached or measured to the end (nothing stored)
 EXIT_LEDGER = 5  # the ledger file cannot be opened, read or written (corrupt, newer schema, not ours)
 

@@ -134,7 +134,10 @@ def correctness_check(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[st
         if faster in wrong:
             lvl["ratio"]["verdict"] = WRONG_ARM
             lvl["ratio"]["why"] = f"arm {faster} is faster but its answers are wrong"
-    return {"A": arms["A"], "B": arms["B"], "wrong": sorted(wrong), "b_vs_a": b_vs_a(b_runs)}
+    unjudged = [arm for arm, runs in (("A", a_runs), ("B", b_runs)) if any(
+        c.get("verdict") in (Verdict.UNCHECKED, Verdict.UNSCORED) and c.get("reference_expected")
+        for r in runs if isinstance(c := r.get("correctness"), dict))]  # a reference there, the answers not judged
+    return {"A": arms["A"], "B": arms["B"], "wrong": sorted(wrong), "unjudged": unjudged, "b_vs_a": b_vs_a(b_runs)}
 
 
 def _list(value: object) -> list[object]:

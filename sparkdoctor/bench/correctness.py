@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict
@@ -91,7 +91,11 @@ class Judgement:
 def _post(base_url: str, payload: Mapping[str, object], timeout: float) -> dict[str, Any]:
     """POST to /v1/completions and read the whole answer within `timeout` and MAX_ANSWER_BYTES; HttpError past
     either, on a redirect or an error status."""
-    status, body = run(post_json(base_url, "/v1/completions", payload, timeout, MAX_ANSWER_BYTES))
+    return parse(*run(post_json(base_url, "/v1/completions", payload, timeout, MAX_ANSWER_BYTES)))
+
+
+def parse(status: int, body: bytes) -> dict[str, object]:
+    """A completion's answer as a JSON object; HttpError on an error status, ValueError on anything else."""
     if status != 200:
         raise HttpError(f"POST /v1/completions answered HTTP {status}: {body[:300].decode('utf-8', 'replace').strip()}")
     try:
@@ -114,14 +118,24 @@ def undecisive(reference: list[Answer], tolerance: float = TOLERANCE) -> list[st
     return [r.prompt for r in reference if (m := prompt_margin(r)) is not None and m <= tolerance]
 
 
-def ask(base_url: str, model: str, prompt: str, vllm: bool, timeout: float = TIMEOUT) -> Answer:
-    """The greedy answer to one probe (with ids and log-probabilities where the server is vLLM)."""
+def ask_payload(model: str, prompt: str, vllm: bool) -> dict[str, object]:
+    """The request of one probe: greedy, with ids and log-probabilities where the server is vLLM."""
     payload: dict[str, object] = {"model": model, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0,
-                               "seed": SEED, "stream": False}
+                                  "seed": SEED, "stream": False}
     if vllm:
         payload.update(logprobs=2, echo=True, return_tokens_as_token_ids=True, ignore_eos=False)
+    return payload
+
+
+def ask(base_url: str, model: str, prompt: str, vllm: bool, timeout: float = TIMEOUT) -> Answer:
+    """The greedy answer to one probe (with ids and log-probabilities where the server is vLLM)."""
+    return answer_of(prompt, vllm, lambda: _post(base_url, ask_payload(model, prompt, vllm), timeout))
+
+
+def answer_of(prompt: str, vllm: bool, got: Callable[[], Mapping[str, object]]) -> Answer:
+    """The Answer read from what `got` returns, or the request's failure as its error."""
     try:
-        return read(_post(base_url, payload, timeout), prompt, vllm)
+        return read(got(), prompt, vllm)
     except HttpError as exc:
         return Answer(prompt, error=str(exc)[:300])
     except (ValueError, KeyError, IndexError, TypeError) as exc:
@@ -132,9 +146,16 @@ def score(base_url: str, model: str, prompt_ids: list[int], ids: list[int], time
     """Teacher forcing: the server's log-probability of each of `ids` after `prompt_ids`. None: the server answers
     without log-probabilities (it offers none). A request that fails raises HttpError, an answer that cannot be read
     ValueError: neither says the server offers none (both read `unscored`, "no log-probabilities", before)."""
-    payload = {"model": model, "prompt": prompt_ids + ids, "max_tokens": 1, "temperature": 0, "seed": SEED,
-               "logprobs": 1, "echo": True, "return_tokens_as_token_ids": True, "stream": False}
-    doc = _post(base_url, payload, timeout)
+    return scores_of(_post(base_url, score_payload(model, prompt_ids, ids), timeout), prompt_ids, ids)
+
+
+def score_payload(model: str, prompt_ids: list[int], ids: list[int]) -> dict[str, object]:
+    return {"model": model, "prompt": prompt_ids + ids, "max_tokens": 1, "temperature": 0, "seed": SEED,
+            "logprobs": 1, "echo": True, "return_tokens_as_token_ids": True, "stream": False}
+
+
+def scores_of(doc: Mapping[str, object], prompt_ids: list[int], ids: list[int]) -> list[float] | None:
+    """The log-probabilities of `ids` in a scoring answer (see score)."""
     try:
         choices = doc.get("choices")
         choice = choices[0] if isinstance(choices, list) and choices else None
@@ -274,8 +295,10 @@ class Options:
     against: list[Answer] | None = None  # an A/B's B run: arm A's answers, scored here when there is no reference
 
 
-def step(base_url: str, model: str, vllm: bool, toolchain_facts: Mapping[str, object], options: Options) -> dict[str, object]:
-    """Probe a served model after its timed window and judge it against its reference: the run's `correctness`."""
+def step(base_url: str, model: str, vllm: bool, toolchain_facts: Mapping[str, object], options: Options,
+         at_once: Callable[[list[Answer] | None], list[Answer]] | None = None) -> dict[str, object]:
+    """Probe a served model after its timed window and judge it against its reference: the run's `correctness`.
+    `at_once(reference)`: the probes sent as many at once as the run's top concurrency (bench/batched.py)."""
 
     started = time.monotonic()
     key = references.key_of(toolchain_facts, model)
@@ -283,6 +306,8 @@ def step(base_url: str, model: str, vllm: bool, toolchain_facts: Mapping[str, ob
     reference, problem = (None, None) if options.mark_reference else (options.reference, None) \
         if options.reference is not None else references.load(path, PROBES)
     answers = probe(base_url, model, vllm, reference)
+    wave = at_once(reference) if at_once is not None and not any(a.error for a in answers) else None
+    together, batch = (None, 1) if wave is None else (judge(wave, reference), len(wave))
     if options.mark_reference:
         verdict = Judgement(Verdict.REFERENCE, [f"stored as the reference for {model}"])
         tripped = [f"{a.prompt!r}: {g}" for a in answers if (g := garbage(a))]
@@ -291,6 +316,10 @@ def step(base_url: str, model: str, vllm: bool, toolchain_facts: Mapping[str, ob
         elif any(not _finite(a.logprobs) or not _finite(a.margins) for a in answers):
             verdict = Judgement(Verdict.UNCHECKED, tripped + ["NaN or infinite log-probabilities: not stored as a "
                                                               "reference"])
+        elif odd := [f"{a.prompt!r}: {g}" for a in wave or [] if (g := garbage(a)) and
+                     not garbage(next(b for b in answers if b.prompt == a.prompt))]:
+            verdict = Judgement(Verdict.UNCHECKED, tripped + [f"at concurrency {batch} (the probes sent at once): "
+                                                              f"{w}" for w in odd] + ["not stored as a reference"])
         else:
             references.save(path, answers, {"model": model, "key": key, "taken_at": time.time()})
             verdict.why += [f"note: the reference itself trips {t}" for t in tripped]
@@ -304,12 +333,20 @@ def step(base_url: str, model: str, vllm: bool, toolchain_facts: Mapping[str, ob
                                    f"({', '.join(repr(w) for w in weak)}): only the others can tell a wrong run")
     else:
         verdict = judge(answers, reference)
+        if together is not None and worst([verdict.verdict, together.verdict]) != verdict.verdict:  # the worse stands
+            verdict = replace(verdict, verdict=together.verdict, why=verdict.why + [
+                f"at concurrency {batch} (the probes sent at once): {w}" for w in together.why])
         if problem:
             verdict.why.append(problem)
     verdict.reference = str(path)
     other = against(base_url, model, answers, options.against) if reference is None and options.against else {}
-    return {**asdict(verdict), **other, "key": key, "seconds": round(time.monotonic() - started, 3),
-            "answers": [_json_safe(a) for a in answers]}
+    # a reference named, found for this model (even one that cannot judge) or being marked: answers not judged
+    # against it fail closed (exit 3, commands/bench.py); only "no reference for this model yet" passes unjudged
+    expected = options.mark_reference or reference is not None or problem is not None
+    at_batch = None if together is None else {"concurrency": batch, "verdict": together.verdict, "why": together.why,
+                                              "per_prompt": together.per_prompt}
+    return {**asdict(verdict), **other, "key": key, "reference_expected": expected, "batched": at_batch,
+            "seconds": round(time.monotonic() - started, 3), "answers": [_json_safe(a) for a in answers]}
 
 
 SAME, DIFFER = "same", "differ"  # B's answers against A's: within the tolerance of A's, or not

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -24,7 +25,7 @@ from sparkdoctor.bench.failures import (
     Failure as Failure,  # what callers catch (rerun, tests)
 )
 from sparkdoctor.bench.load import load_record, machine_load
-from sparkdoctor.bench.measure import BenchError, measure_url
+from sparkdoctor.bench.measure import BenchError, Measurement, measure_url
 from sparkdoctor.bench.server import ServerInfo
 from sparkdoctor.bench.workload import Workload, WorkloadError
 from sparkdoctor.progress import progress_line
@@ -195,12 +196,13 @@ def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
         after = machine_load(None, exclude={pid} if pid else None)
         if opts.model_dir is not None and toolchain.fingerprint != run.UNKNOWN:
             toolchain = run.with_model(toolchain, str(opts.model_dir))
-        checked = _check_answers(url, m.model, info, toolchain, opts.correctness, progress)
+        checked = _check_answers(url, m, info, toolchain, opts.correctness, progress)
         config = served.read(url, m.model, info.version, info.is_vllm)  # its flags are no recipe's: asked of it
     result = run.RunResult({"name": None, "url": url, "model": m.model, "served": config}, info, m, toolchain,
                            load=load_record(before, after), correctness=checked)
-    if opts.model_dir is not None:
-        _roofline(result, str(opts.model_dir), None)
+    if opts.model_dir is not None:  # the KV cache dtype the server says (/metrics), else vLLM's default
+        dtype = (config["cache_config"] or {}).get("cache_dtype")
+        _roofline(result, str(opts.model_dir), None, ["--kv-cache-dtype", dtype] if dtype else None)
     return _document(ledger, result)
 
 
@@ -295,7 +297,7 @@ def _serve_and_measure(recipe: Recipe, workload: Workload, toolchain: run.Toolch
             raise
         after = machine_load(None, exclude_cgroup=cgroup)
         toolchain = run.with_model(run.in_image(toolchain, server.container), recipe_model_dir(recipe)[0])
-        checked = _check_answers(server.base_url, m.model, info, toolchain, opts.correctness, progress)  # untimed
+        checked = _check_answers(server.base_url, m, info, toolchain, opts.correctness, progress)  # untimed
         findings = [h.to_dict() for h in server.findings]
         # as it ran: the launcher's port and host, the target's bin/ (a container's: the `run` argv's tail)
         argv = list(server.argv) if not server.container else rebind(list(recipe.argv), "127.0.0.1", server.port)
@@ -304,16 +306,21 @@ def _serve_and_measure(recipe: Recipe, workload: Workload, toolchain: run.Toolch
                          memory=server.memory())
 
 
-def _check_answers(base_url: str, model: str, info: ServerInfo, toolchain: run.Toolchain,
+def _check_answers(base_url: str, m: Measurement, info: ServerInfo, toolchain: run.Toolchain,
                    options: CorrectnessOptions | None, progress: Progress) -> dict[str, object] | None:
-    """The correctness gate's probe requests and verdict (bench/correctness.py), or None when turned off."""
+    """The correctness gate's probe requests and verdict (bench/correctness.py), or None when turned off: one at a
+    time, and as many at once as the run's top concurrency (a fault only larger batches show)."""
     from sparkdoctor.bench import correctness
 
     options = options or correctness.Options()
     if not options.enabled:
         return None
+    from sparkdoctor.bench.batched import MAX_BATCH, probe
+
     progress("checking the answers (correctness probes, outside the timed window)")
-    return correctness.step(base_url, model, info.is_vllm, toolchain.facts, options)
+    batch = min(max((lvl.concurrency for lvl in m.levels), default=1), MAX_BATCH)
+    at_once = partial(probe, base_url, m.model, info.is_vllm, batch=batch) if batch > 1 else None
+    return correctness.step(base_url, m.model, info.is_vllm, toolchain.facts, options, at_once)
 
 
 def _recipe_workload(recipe: Recipe, opts: Options) -> Workload:
@@ -334,18 +341,19 @@ def bench_recipe(path: Path | Recipe, opts: Options) -> RunDocument:
         toolchain = _toolchain(_target_python(recipe, opts), progress)
         result = _launch_and_measure(recipe, workload, toolchain, opts, progress)
     from sparkdoctor.bench.roofline import recipe_model_dir
+    from sparkdoctor.recipes.vllm_config import served_argv
 
     model_dir, why = (str(opts.model_dir), None) if opts.model_dir is not None else recipe_model_dir(recipe)
-    _roofline(result, model_dir, why)
+    _roofline(result, model_dir, why, served_argv(recipe))  # its --config file's --kv-cache-dtype too
     return _document(ledger, result)
 
 
-def _roofline(result: run.RunResult, model_dir: str | None, why: str | None) -> None:
+def _roofline(result: run.RunResult, model_dir: str | None, why: str | None, argv: list[str] | None = None) -> None:
     """The achieved share of the audit's ceiling; never fails the run (the block says why it is missing)."""
     from sparkdoctor.bench import roofline
 
     result.roofline = roofline.achieved(model_dir, why, result.measurement, result.summary()["headline"],
-                                        result.recipe.get("argv"))
+                                        argv if argv is not None else result.recipe.get("argv"))
 
 
 def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> ComparisonDocument:

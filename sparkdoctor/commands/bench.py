@@ -66,7 +66,7 @@ class BenchCommand:
     reference: Annotated[bool, typer.Option("--reference", help="This run's answers are good: store them as the correctness reference for its model.")] = False
     reference_file: Annotated[Path | None, typer.Option("--reference-file", help="Compare the answers with this reference file (with --reference: write it there).")] = None
     no_correctness: Annotated[bool, typer.Option("--no-correctness", help="Send no correctness probes (the run's answers are not checked).")] = False
-    allow_wrong: Annotated[bool, typer.Option("--allow-wrong", help="Exit 0 even when the answers are judged wrong (or an A/B arm's are), or could not be judged against --reference-file: for the numbers alone.")] = False
+    allow_wrong: Annotated[bool, typer.Option("--allow-wrong", help="Exit 0 even when the answers are judged wrong (or an A/B arm's are), or could not be judged against their reference: for the numbers alone.")] = False
     export: Annotated[Path | None, typer.Option("--export", help="Write the run as one self-contained cell (JSON: recipe, toolchain, model, load, workload, numbers, config hash) to FILE.")] = None
     reproduce: Annotated[Path | None, typer.Option("--reproduce", help="Run the workload of the cell in FILE here (RECIPE or --url) and show what differs from it, key by key. FILE may also be a llama-benchy JSON report, a sparkrun benchmark export or a Spark Arena submission's metadata.json.")] = None
     force: Annotated[bool, typer.Option("--force", help="Launch even when the memory preflight says the recipe does not fit in the memory free now.")] = False
@@ -203,15 +203,18 @@ def run(options: BenchCommand) -> Result[BenchDocument]:
         kept = "measured, not stored (--no-store)" if options.no_store else "measured and stored"
         result.fail(WrongAnswers(f"{wrong} ({kept}; --allow-wrong to exit 0)"))
         result.notes.append(f"bench: {wrong}: exit 1 (--allow-wrong to pass wrong answers)")
-    unjudged = None if wrong or options.allow_wrong or options.reference_file is None or options.reference \
-        else unjudged_answers(doc)
-    if unjudged:  # a gate asked to check the answers against a file never passes without checking them
+    unjudged = None if wrong or options.allow_wrong else unjudged_answers(doc)
+    if unjudged:  # a gate with a reference to check the answers by never passes without checking them
         from sparkdoctor.errors import AnswersUnchecked
 
         kept = "measured, not stored (--no-store)" if options.no_store else "measured and stored"
-        result.fail(AnswersUnchecked(f"{unjudged} against --reference-file {options.reference_file} ({kept}; "
-                                     "--allow-wrong to exit 0)"))
+        against = f"--reference-file {options.reference_file}" if options.reference_file else \
+            "the reference being marked (--reference)" if options.reference else "the reference stored for its model"
+        result.fail(AnswersUnchecked(f"{unjudged} against {against} ({kept}; --allow-wrong to exit 0)"))
         result.notes.append(f"bench: {unjudged}: exit 3 (--allow-wrong to pass answers not judged)")
+    elif not wrong and _nothing_to_judge_by(doc):
+        result.notes.append("bench: the answers were not checked: no reference for this model yet; exit 0 (mark a "
+                            "known-good run with --reference; --reference-file FILE fails when it cannot judge)")
     return result
 
 
@@ -251,22 +254,37 @@ def wrong_answers(doc: object) -> str | None:
 
 
 def unjudged_answers(doc: object) -> str | None:
-    """Why a bench document's answers were not judged against the reference (`unchecked`: the probe or scoring
-    requests failed; `unscored`: no log-probabilities), or None: a run's, or each arm's of an A/B."""
+    """Why a bench document's answers were not judged against the reference there was to judge them by (named with
+    --reference-file, stored for the model, or being marked): `unchecked` (the probe or scoring requests failed, the
+    reference could not be read) or `unscored` (no log-probabilities), or None: a run's, or each arm's of an A/B.
+    "No reference for this model yet" is not one of them (_nothing_to_judge_by)."""
     from sparkdoctor.bench.correctness import Verdict
     from sparkdoctor.bench.document import ReproduceDocument, RunDocument
 
-    unjudged = (Verdict.UNCHECKED, Verdict.UNSCORED)
     if isinstance(doc, ReproduceDocument):
         doc = doc.run
     if isinstance(doc, RunDocument):
-        verdict = (doc.result.correctness or {}).get("verdict")
-        return f"the answers could not be judged ({verdict})" if verdict in unjudged or verdict is None else None
+        checked = doc.result.correctness or {}
+        verdict = checked.get("verdict")
+        return f"the answers could not be judged ({verdict})" if checked.get("reference_expected") and \
+            verdict in (Verdict.UNCHECKED, Verdict.UNSCORED) else None
     arms = getattr(doc, "correctness", None)
-    if not isinstance(arms, dict) or not arms:  # no arms judged at all: not a document of answers
+    if not isinstance(arms, dict) or not arms.get("unjudged"):
         return None
-    named = [f"{arm} {arms.get(arm)}" for arm in ("A", "B") if arms.get(arm) in unjudged or arms.get(arm) is None]
+    named = [f"{arm} {arms.get(arm)}" for arm in arms["unjudged"]]
     return f"the answers of arm {' and '.join(named)} could not be judged" if named else None
+
+
+def _nothing_to_judge_by(doc: object) -> bool:
+    """A run (or an A/B arm) whose answers were `unchecked` because its model has no reference yet: exit 0, said."""
+    from sparkdoctor.bench.document import ReproduceDocument, RunDocument
+
+    doc = doc.run if isinstance(doc, ReproduceDocument) else doc
+    if isinstance(doc, RunDocument):
+        checked = doc.result.correctness or {}
+        return checked.get("verdict") == "unchecked" and not checked.get("reference_expected")
+    arms = getattr(doc, "correctness", None) or {}
+    return any(arms.get(arm) == "unchecked" and arm not in (arms.get("unjudged") or []) for arm in ("A", "B"))
 
 
 def register(app: typer.Typer) -> None:

@@ -46,6 +46,7 @@ from sparkdoctor.memory.need import Unsized, launches_vllm
 from sparkdoctor.recipes import load
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.recipes.vllm_config import served_argv
+from sparkdoctor.serve.binding import LOCALHOST, RebindRefused, rebind
 from sparkdoctor.targets.choose import (
     refuse_bad_target_options,
     resolve_target,
@@ -251,8 +252,22 @@ def check(recipe: Recipe, matrix: Matrix, facts: Facts, flags: Mapping[str, obje
         findings += refused_values(recipe.argv)  # vLLM's own parser refuses these whichever vLLM it is
         findings += config_findings(recipe)
     findings += _workaround_findings(recipe, matrix, own)
+    findings += _launch_findings(recipe)
     findings.sort(key=worst_first)
     return findings
+
+
+def _launch_findings(recipe: Recipe) -> list[Finding]:
+    """A command sparkdoctor's launcher (bench, rerun) refuses: a `--` and no --host/--port (serve/binding.py), said
+    here before a bench launches it, not only by the launch."""
+    try:
+        rebind([str(a) for a in recipe.argv], LOCALHOST, 8000)
+    except RebindRefused as exc:
+        return [_finding("launch", "launch-separator:--", "warn", "bench and rerun cannot launch this command: "
+                         "where its server reads --host and --port is not known", [f"{recipe.name}: {exc}"],
+                         "Write --host 127.0.0.1 --port 8000 where the server reads them (sparkdoctor replaces the "
+                         "values when it launches the command).")]
+    return []
 
 
 def worst_first(finding: Finding) -> tuple[int, str, str]:

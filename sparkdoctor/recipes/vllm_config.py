@@ -18,6 +18,7 @@ recipe's runner is started. Nothing here runs vLLM or imports it.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +90,23 @@ def serve_config(recipe: Recipe) -> ServeConfig | None:
                                "vLLM fails reading the file and does not start", fatal=True)
         args += _as_args(key, value)
     return ServeConfig(written, path, tuple(args))
+
+
+def launched_argv(recipe: Recipe) -> list[str]:
+    """The recipe's command as sparkdoctor starts it on this machine (in a run folder of its own): a relative
+    `--config FILE` made absolute from the recipe's folder, where recipe check, audit and the memory preflight read it
+    (started as written, the server looked for it in the empty run folder and did not start). A file not there is
+    left as written: the server says so."""
+    argv = [str(a) for a in recipe.argv]
+    if argv.count("--config") != 1 or argv.index("--config") + 1 >= len(argv):
+        return argv
+    at = argv.index("--config") + 1
+    path = Path(recipe.source_path).parent / argv[at]
+    try:
+        there = not Path(argv[at]).is_absolute() and path.is_file()
+    except (OSError, ValueError):  # a name too long for the file system
+        there = False
+    return argv[:at] + [os.path.abspath(path)] + argv[at + 1:] if there else argv
 
 
 def _as_args(key: str, value: object) -> list[str]:

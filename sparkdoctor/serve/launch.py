@@ -30,6 +30,7 @@ from sparkdoctor.files import write_text
 from sparkdoctor.matrix.model import Matrix
 from sparkdoctor.matrix.symptoms import HasSymptoms
 from sparkdoctor.recipes.model import Recipe
+from sparkdoctor.recipes.vllm_config import launched_argv
 from sparkdoctor.serve import container_launch, groups, readiness, reaper, registry
 from sparkdoctor.serve.binding import LOCALHOST, exposed, free_port, listener_of, rebind
 from sparkdoctor.serve.container_launch import ContainerLaunchError, ContainerServer
@@ -154,7 +155,7 @@ class LocalServer:
 
     def __init__(self, recipe: Recipe, port: int, run_dir: Path, python: str | Path | None, grace: float = GRACE_S):
         self.recipe, self.run_dir, self.grace = recipe, run_dir, grace
-        self.argv, extra_env = _resolve_argv(rebind(recipe.argv, LOCALHOST, port), python)
+        self.argv, extra_env = _resolve_argv(rebind(launched_argv(recipe), LOCALHOST, port), python)
         self.env = {**os.environ, **extra_env, **recipe.env}
         self.env.setdefault("PYTHONUNBUFFERED", "1")
         self.running: proc.Running | None = None

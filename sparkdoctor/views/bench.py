@@ -356,7 +356,7 @@ def _sarif(result: Result[BenchDocument], sink: Sink) -> str:
 
 
 def _wrong_answers(result: Result[BenchDocument], run: object) -> list[dict[str, Any]]:
-    """The correctness gate's failure (exit 1; 3: answers not judged against --reference-file) as a finding: without it
+    """The correctness gate's failure (exit 1; 3: answers not judged against their reference) as a finding: without it
     the SARIF log of such a run had no result, a clean analysis to code scanning. None under --allow-wrong, as the
     exit code says."""
     wrong = [e for e in result.errors if e.get("code") in REMEDY]
@@ -371,8 +371,9 @@ def _wrong_answers(result: Result[BenchDocument], run: object) -> list[dict[str,
 
 REMEDY = {"wrong-answers": "the answers differ from the reference's (docs/correctness.md): find the change that broke "
                            "them; --allow-wrong exits 0 for the numbers alone",
-          "answers-unchecked": "the answers were not judged against --reference-file (docs/correctness.md): a probe or "
-                               "scoring request failed, or the server gives no log-probabilities (serve with vLLM); "
+          "answers-unchecked": "the answers were not judged against their reference (--reference-file, the one stored for "
+                               "the model, or the one being marked; docs/correctness.md): a probe or scoring request "
+                               "failed, the reference could not be read, or the server gives no log-probabilities; "
                                "--allow-wrong exits 0 for the numbers alone"}
 
 

@@ -51,6 +51,7 @@ RECIPE_RULES = {
     "workaround-stale": ("A workaround whose reason no longer holds here", "warn"),
     "workaround-unknown": ("A workaround whose reason cannot be judged here", "info"),
     "unjudged": ("A matrix entry that cannot judge the recipe's values here", "info"),
+    "launch-separator": ("A command with a `--` and no --host/--port: bench and rerun cannot launch it", "warn"),
 }
 # the memory preflight's and the post-mortem's finding ids (sparkdoctor/memory/): recipe check, bench and rerun
 MEMORY_RULES = {

@@ -44,8 +44,12 @@ class Style:
     cache_config: dict[str, str] | None = None  # the labels of vllm:cache_config_info on /metrics
     root: str | None = None  # /v1/models' root (vLLM: the path or hub id it loaded) and max_model_len
     max_model_len: int | None = None
+    batch_fault: float = 0.0  # > 0: hold each non-streamed answer this long, and shift its log-probabilities by -3 when
+    #                           another one was in flight meanwhile (a kernel wrong only at larger batches)
     requests: list[dict[str, Any]] = field(default_factory=list)
     generated: int = 0
+    inflight: set[object] = field(default_factory=set)
+    crowded: set[object] = field(default_factory=set)
 
 
 def _chunk(obj: Any) -> bytes:
@@ -124,6 +128,8 @@ class _Handler:
         s.requests.append(req)
         if s.reject_vllm_fields and ({"ignore_eos", "min_tokens"} & set(req)):
             return self.plain(writer, 422, {"detail": "unknown field ignore_eos"})
+        if s.completion is not None and req.get("stream") is False and s.batch_fault:
+            return self.plain(writer, 200, await self.batched(s.completion))
         if s.completion is not None and req.get("stream") is False:
             return self.plain(writer, 200, s.completion)
         if s.answer is not None and req.get("stream") is False:
@@ -149,6 +155,21 @@ class _Handler:
         if s.chunked:
             writer.write(b"0\r\n\r\n")
         await writer.drain()
+
+    async def batched(self, doc: Any) -> Any:
+        s, me = self.style, object()
+        if s.inflight:
+            s.crowded.update(s.inflight | {me})
+        s.inflight.add(me)
+        await asyncio.sleep(s.batch_fault)
+        s.inflight.discard(me)
+        if me not in s.crowded:
+            return doc
+        s.crowded.discard(me)
+        doc = json.loads(json.dumps(doc))
+        lp = doc["choices"][0]["logprobs"]
+        lp["token_logprobs"] = [v if v is None else v - 3.0 for v in lp["token_logprobs"]]
+        return doc
 
     def plain(self, writer, status: int, obj: Any) -> None:
         data = obj.encode() if isinstance(obj, str) else json.dumps(obj).encode()
@@ -208,9 +229,13 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--hold-mib", type=int, default=0)
     ap.add_argument("--completion", default=None)  # a JSON file: the answer to every non-streamed completion (Style.completion)
     ap.add_argument("--kv-cache-dtype", default="auto")  # accepted and ignored, as recipes for vLLM pass it (bench roofline tests)
+    ap.add_argument("--config", default=None)  # a file that must exist, opened from the working folder as vLLM does
     args = ap.parse_args(argv)
+    if args.config is not None and not os.path.isfile(args.config):
+        sys.exit(f"sse_server: --config {args.config}: no such file in {os.getcwd()}")
     style = Style(vllm=not args.generic, usage="last" if args.generic else "separate", done=not args.generic,
                   delay=args.delay, model=args.model, stamp=args.stamp,
+                  cache_config={"cache_dtype": args.kv_cache_dtype} if args.kv_cache_dtype != "auto" else None,
                   completion=json.loads(open(args.completion).read()) if args.completion else None)
     handler = _Handler(style)
     if args.exit_after is not None:

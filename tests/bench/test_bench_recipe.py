@@ -225,3 +225,18 @@ def test_calibrate_with_reference_is_refused_before_anything_is_launched(run, tm
     assert out.returncode == EXIT_USAGE and out.stderr.count("\n") == 1, out.stderr
     assert "--calibrate" in out.stderr and "--reference" in out.stderr, out.stderr
     assert not marker.exists()
+
+
+def test_a_relative_config_file_is_the_one_beside_the_recipe(run, tmp_path):
+    """`--config serve.yaml` in a recipe is read from the recipe's folder by recipe check, audit and the memory
+    preflight; the launch started the server in its run folder, where no such file is: it died before it was ready
+    (exit 4) wherever the user ran bench."""
+    folder = tmp_path / "recipes"
+    folder.mkdir()
+    (folder / "serve.yaml").write_text("max-model-len: 4096\n")
+    r = recipe(tmp_path, "cfg", "--config", "serve.yaml").rename(folder / "cfg.toml")
+    out = run("bench", Path("recipes") / r.name, "--rounds", "1", "--concurrency", "1", "--max-tokens", "4",
+              "--warmup", "0", "--no-store", "--ready-timeout", "60", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    argv = json.loads(out.stdout)["recipe"]["argv"]
+    assert argv[argv.index("--config") + 1] == str(folder / "serve.yaml"), argv

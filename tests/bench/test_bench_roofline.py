@@ -74,6 +74,17 @@ def test_a_recipe_serving_a_local_folder_shows_the_share_of_the_ceiling(run, tmp
     assert "above the ceiling: the folder is not the model served" in text.stdout, text.stdout
 
 
+def test_the_kv_cache_dtype_of_a_config_file_sizes_the_ceiling(run, tmp_path, checkpoint):
+    """`vllm serve --config serve.yaml` whose file sets kv-cache-dtype: the roofline read the flag from the command
+    only, and sized an fp8 cache as the model's 16-bit one; the command line still wins over the file."""
+    (tmp_path / "serve.yaml").write_text("kv-cache-dtype: fp8\n")
+    out = run(recipe(tmp_path, checkpoint, *SLOW, "--config", "serve.yaml"), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["roofline"]["kv_cache_dtype"] == "fp8", out.stdout
+    out = run(recipe(tmp_path, checkpoint, *SLOW, "--config", "serve.yaml", "--kv-cache-dtype", "auto"), "--format", "json")
+    assert json.loads(out.stdout)["roofline"]["kv_cache_dtype"] == "auto", out.stdout
+
+
 def test_url_with_model_dir(run, tmp_path, checkpoint):
     from tests.ports import start_on_a_free_port
 
@@ -90,6 +101,23 @@ def test_url_with_model_dir(run, tmp_path, checkpoint):
         assert roof["missing"] is None and roof["kv_cache_dtype"] == "auto" and roof["share"] > 0
         plain = json.loads(run("--url", url, "--format", "json").stdout)
         assert plain["roofline"] is None  # no folder named: no block at all
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+
+
+def test_url_with_model_dir_sizes_the_kv_cache_the_server_says(run, checkpoint):
+    """A server at --url says its KV cache dtype on /metrics (vllm:cache_config_info cache_dtype): the roofline sized
+    an fp8 cache as the model's 16-bit one ("auto") all the same."""
+    from tests.ports import start_on_a_free_port
+
+    server, port = start_on_a_free_port(lambda port: subprocess.Popen(
+        [sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", str(port), *SLOW, "--kv-cache-dtype", "fp8"],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True))
+    try:
+        out = run("--url", f"http://127.0.0.1:{port}", "--model-dir", checkpoint, "--format", "json")
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["roofline"]["kv_cache_dtype"] == "fp8", out.stdout
     finally:
         server.kill()
         server.wait(timeout=10)

@@ -231,6 +231,19 @@ def test_an_endless_probe_answer_is_a_failed_probe(monkeypatch):
     assert correctness.judge(answers, None).verdict == correctness.Verdict.UNCHECKED
 
 
+def test_the_probes_sent_at_once_each_stop_at_a_smaller_cap():
+    """The probes at the run's top concurrency (bench/batched.py) hold every answer at once: at 16 MiB each, 64 of a
+    hostile server's endless answers were 1 GiB. Each stops at 1 MiB (a vLLM answer is a few KB), and each is that
+    probe's failure: the run is unchecked, never an internal error."""
+    from sparkdoctor.bench import batched
+
+    with hostile(endless_body) as (url, seen):
+        answers = in_thread(lambda: batched.probe(url, "tiny", True, None, 8))
+    assert [a.error for a in answers] == ["POST /v1/completions: the answer passed 1 MiB, the most bench reads of one"] * 8
+    assert len(seen) == 8
+    assert correctness.judge(answers, None).verdict == correctness.Verdict.UNCHECKED
+
+
 def test_a_trickling_probe_answer_ends_at_its_time_limit():
     async def handle(method, path, writer):
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{")
