@@ -44,12 +44,13 @@ class Style:
     cache_config: dict[str, str] | None = None  # the labels of vllm:cache_config_info on /metrics
     root: str | None = None  # /v1/models' root (vLLM: the path or hub id it loaded) and max_model_len
     max_model_len: int | None = None
-    batch_fault: float = 0.0  # > 0: hold each non-streamed answer this long, and shift its log-probabilities by -3 when
-    #                           another one was in flight meanwhile (a kernel wrong only at larger batches)
+    batch_fault: float = 0.0  # > 0: hold a lone non-streamed answer up to this long for company, and shift the
+    #                           log-probabilities by -3 of answers that met another (a kernel wrong only at larger batches)
     requests: list[dict[str, Any]] = field(default_factory=list)
     generated: int = 0
     inflight: set[object] = field(default_factory=set)
     crowded: set[object] = field(default_factory=set)
+    company: Any = None
 
 
 def _chunk(obj: Any) -> bytes:
@@ -157,12 +158,22 @@ class _Handler:
         await writer.drain()
 
     async def batched(self, doc: Any) -> Any:
+        """Hold a lone answer up to `batch_fault` seconds for company; the moment a second request arrives, every
+        answer in flight is crowded and released. A stalled machine only makes the wait longer, never the fault
+        unseen: requests sent at once always meet, requests sent one after another never do."""
         s, me = self.style, object()
         if s.inflight:
             s.crowded.update(s.inflight | {me})
-        s.inflight.add(me)
-        await asyncio.sleep(s.batch_fault)
-        s.inflight.discard(me)
+            s.company.set()
+            s.inflight.clear()
+        else:
+            s.inflight.add(me)
+            s.company = asyncio.Event()
+            try:
+                await asyncio.wait_for(s.company.wait(), s.batch_fault)
+            except asyncio.TimeoutError:
+                pass
+            s.inflight.discard(me)
         if me not in s.crowded:
             return doc
         s.crowded.discard(me)

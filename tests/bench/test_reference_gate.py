@@ -130,7 +130,7 @@ def test_a_fault_only_at_larger_batches_fails_the_gate(tmp_path):
     its log-probabilities off by 3 nats whenever another request is in flight) was `correct` after a sweep at
     concurrency 4. The probes and the scoring are now sent as many at once as the run's top concurrency too."""
     env = _env(tmp_path)
-    with serve(Style(completion=_vllm_answer(), batch_fault=0.3)) as (url, _):
+    with serve(Style(completion=_vllm_answer(), batch_fault=1.0)) as (url, _):
         marked, _, _ = invoke("bench", "--url", url, *QUICK, "--reference", env=env)
         alone, _, _ = invoke("bench", "--url", url, *QUICK, env=env)
         code, out, _ = invoke("bench", "--url", url, *QUICK[:3], "1,4", *QUICK[4:], "--format", "json", env=env)
