@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from sparkdoctor.result import Format, Result, with_header
 from sparkdoctor.sink import Sink
@@ -46,7 +46,14 @@ def drawn(render: Callable[[D, Console], None]) -> Callable[[Result[D], Sink], s
     return lambda result, sink: sink.capture(lambda console: render(result.data, console))
 
 
-def to_json(result: Result[Any], sink: Sink) -> Any:
+class WritesJson(Protocol):
+    def to_json(self) -> dict[str, object]: ...
+
+
+J = TypeVar("J", bound=WritesJson)
+
+
+def to_json(result: Result[J], sink: Sink) -> dict[str, object]:
     """The json draw of a document that writes itself (its `to_json()`)."""
     return result.data.to_json()
 
