@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sparkdoctor.result import Format, Result, with_header
 from sparkdoctor.sink import Sink
@@ -44,18 +44,6 @@ class View(Generic[D]):
 def drawn(render: Callable[[D, Console], None]) -> Callable[[Result[D], Sink], str]:
     """The console draw of a document that `render(document, console)` prints."""
     return lambda result, sink: sink.capture(lambda console: render(result.data, console))
-
-
-class WritesJson(Protocol):
-    def to_json(self) -> dict[str, object]: ...
-
-
-J = TypeVar("J", bound=WritesJson)
-
-
-def to_json(result: Result[J], sink: Sink) -> dict[str, object]:
-    """The json draw of a document that writes itself (its `to_json()`)."""
-    return result.data.to_json()
 
 
 def view_of(document: object) -> View[Any] | None:

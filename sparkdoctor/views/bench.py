@@ -18,7 +18,7 @@ from sparkdoctor.bench.document import (
 )
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
-from sparkdoctor.views import View, to_json
+from sparkdoctor.views import View
 from sparkdoctor.views.terminal_text import escaped as _e
 
 
@@ -375,4 +375,5 @@ REMEDY = {"wrong-answers": "the answers differ from the reference's (docs/correc
                                "--allow-wrong exits 0 for the numbers alone"}
 
 
-VIEW = View(BenchDocument, {Format.console: _console, Format.json: to_json, Format.sarif: _sarif})
+VIEW = View(BenchDocument, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json(),
+                            Format.sarif: _sarif})

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from sparkdoctor.conclusions.documents import ConclusionsDocument
 from sparkdoctor.result import Format
-from sparkdoctor.views import View, to_json
+from sparkdoctor.views import View
 from sparkdoctor.views.terminal_text import escaped as _e
 
 STYLE = {"fresh": "green", "stale": "yellow", "flipped": "bold red", "broken": "red", "incomparable": "magenta",
@@ -134,4 +134,4 @@ def recipe_check(console: Console, doc: dict[str, Any]) -> None:
 
 VIEW = View(ConclusionsDocument, {
     Format.console: lambda result, sink: sink.wide(lambda console: conclusions(console, result.data.to_json())),
-    Format.json: to_json})
+    Format.json: lambda result, sink: result.data.to_json()})

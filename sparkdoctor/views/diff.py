@@ -9,7 +9,7 @@ from rich.markup import escape
 from sparkdoctor.diff.document import DiffDocument
 from sparkdoctor.diff.rules import RISKY
 from sparkdoctor.result import Format
-from sparkdoctor.views import View, to_json
+from sparkdoctor.views import View
 
 
 def draw(doc: DiffDocument, console: Console) -> None:
@@ -43,4 +43,4 @@ def draw(doc: DiffDocument, console: Console) -> None:
 VIEW = View(DiffDocument, {
     Format.console: lambda result, sink: sink.capture(lambda console: draw(result.data, console), soft_wrap=True,
                                                       highlight=False),
-    Format.json: to_json})
+    Format.json: lambda result, sink: result.data.to_json()})

@@ -18,7 +18,7 @@ from sparkdoctor.matrix.ambiguity import decide_with
 from sparkdoctor.matrix.explanation import Explanation, summary, tells_apart
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
-from sparkdoctor.views import View, to_json
+from sparkdoctor.views import View
 
 if TYPE_CHECKING:
     from sparkdoctor.matrix.ambiguity import Ambiguity
@@ -85,4 +85,4 @@ def _console(result: Result[Explanation], sink: Sink) -> str:
     return sink.capture(lambda console: render_explain(e.matches, e.source, e.lines, console, e.groups))
 
 
-VIEW = View(Explanation, {Format.console: _console, Format.json: to_json})
+VIEW = View(Explanation, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json()})

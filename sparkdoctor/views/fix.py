@@ -18,7 +18,7 @@ from sparkdoctor.fix.interface import ActionKind, StepKind
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
-from sparkdoctor.views import View, to_json
+from sparkdoctor.views import View
 
 if TYPE_CHECKING:
     from sparkdoctor.fix.pipeline import Applied, JournalRow, Pruned, RolledBack
@@ -153,4 +153,4 @@ def _console(result: Result[FixDocument], sink: Sink) -> str:
     return "\n".join(lines) + "\n"
 
 
-VIEW = View(FixDocument, {Format.console: _console, Format.json: to_json})
+VIEW = View(FixDocument, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json()})

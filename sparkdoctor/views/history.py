@@ -15,7 +15,7 @@ from sparkdoctor.bench.history import (
 )
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
-from sparkdoctor.views import View, to_json
+from sparkdoctor.views import View
 from sparkdoctor.views.bench import render_compare, render_history, render_run
 
 
@@ -47,4 +47,4 @@ def _console(result: Result[HistoryDocument], sink: Sink) -> str:
     return sink.wide(draw)
 
 
-VIEW = View(HistoryDocument, {Format.console: _console, Format.json: to_json})
+VIEW = View(HistoryDocument, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json()})

@@ -30,7 +30,7 @@ from sparkdoctor.matrix.file_checks import parse_files_tables
 from sparkdoctor.matrix.verify_table import parse_verify_table
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
-from sparkdoctor.views import View, drawn, to_json
+from sparkdoctor.views import View, drawn
 
 _SEVERITY_STYLE = {"error": "red", "warn": "yellow", "info": "cyan"}
 _SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
@@ -286,6 +286,6 @@ def _item_json(result: Result[Entry] | Result[Stack], sink: Sink) -> dict[str, o
 
 View(Entry, {Format.console: drawn(show_item), Format.json: _item_json})
 View(Stack, {Format.console: drawn(show_item), Format.json: _item_json})
-View(Validation, {Format.console: _validate_console, Format.json: to_json})
+View(Validation, {Format.console: _validate_console, Format.json: lambda result, sink: result.data.to_json()})
 FORMATS = LIST.formats
 """list, show and validate render the same formats."""

@@ -5,7 +5,7 @@ from typing import Any
 from sparkdoctor.conclusions.documents import RerunDocument
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
-from sparkdoctor.views import View, to_json
+from sparkdoctor.views import View
 from sparkdoctor.views.conclusions import plan, results
 
 
@@ -26,5 +26,5 @@ def _sarif(result: Result[RerunDocument], sink: Sink) -> str:
 VIEW = View(RerunDocument, {
     Format.console: lambda result, sink: sink.wide(
         lambda console: (plan if result.data.dry_run else results)(console, result.data.to_json())),
-    Format.json: to_json,
+    Format.json: lambda result, sink: result.data.to_json(),
     Format.sarif: _sarif})

@@ -13,7 +13,7 @@ from sparkdoctor.track.answer import TrackAnswer
 from sparkdoctor.track.run import NEEDS_EDIT
 from sparkdoctor.track.transitions import probe_lines
 from sparkdoctor.track.update import Updated
-from sparkdoctor.views import View, to_json
+from sparkdoctor.views import View
 from sparkdoctor.views.terminal_text import escaped as _e
 
 
@@ -102,6 +102,6 @@ def render_track(d: dict[str, Any], console: Console, verbose: bool = False) -> 
 TRACK = View(TrackAnswer, {
     Format.console: lambda result, sink: sink.capture(
         lambda console: render_track(result.data.document, console, result.verbose)),
-    Format.json: to_json,
+    Format.json: lambda result, sink: result.data.to_json(),
     Format.markdown: lambda result, sink: track_markdown(result.data.document)})
 UPDATE = View(Updated, {Format.console: _update_console, Format.json: lambda result, sink: result.data.document})

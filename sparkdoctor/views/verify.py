@@ -19,7 +19,7 @@ from sparkdoctor.verify.files import FileResult
 from sparkdoctor.verify.modes import Bisection, Bounds, EntryChecks, Latest, Stacks
 from sparkdoctor.verify.runner import Result as InstallResult
 from sparkdoctor.verify.stacks import StackResult
-from sparkdoctor.views import View, to_json
+from sparkdoctor.views import View
 
 VERDICTS = ("confirmed", "contradicted", "error")
 _STYLE = {"confirmed": "green", "contradicted": "bold red", "error": "yellow", "agrees": "green", "found": "cyan",
@@ -99,6 +99,10 @@ def render_stacks(results: list[StackResult], console: Console) -> None:
 
 
 # ---- the views of `matrix verify`'s modes (sparkdoctor.verify.modes): (Result, Sink) -> the whole document --------
+def _json(result: Result[EntryChecks | Bisection | Latest | Bounds | Stacks], sink: Sink) -> dict[str, object]:
+    return result.data.to_json()
+
+
 def _checks_console(result: Result[EntryChecks], sink: Sink) -> str:
     checks = result.data
     if not checks.results:
@@ -116,11 +120,11 @@ def _bounds_console(result: Result[Bounds], sink: Sink) -> str:
     return sink.capture(show)
 
 
-VIEW = View(EntryChecks, {Format.console: _checks_console, Format.json: to_json})
+VIEW = View(EntryChecks, {Format.console: _checks_console, Format.json: _json})
 View(Bisection, {Format.console: lambda result, sink: sink.capture(lambda console: render_bisect(result.data.found, console)),
-                 Format.json: to_json})
+                 Format.json: _json})
 View(Latest, {Format.console: lambda result, sink: sink.capture(lambda console: render_latest(result.data.results, console)),
-              Format.json: to_json})
-View(Bounds, {Format.console: _bounds_console, Format.json: to_json})
+              Format.json: _json})
+View(Bounds, {Format.console: _bounds_console, Format.json: _json})
 View(Stacks, {Format.console: lambda result, sink: sink.capture(lambda console: render_stacks(result.data.results, console)),
-              Format.json: to_json})
+              Format.json: _json})

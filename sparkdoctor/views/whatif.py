@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sparkdoctor.result import Format
-from sparkdoctor.views import View, drawn, to_json
+from sparkdoctor.views import View, drawn
 from sparkdoctor.whatif.judge import WhatIf
 
 if TYPE_CHECKING:
@@ -97,4 +97,4 @@ def _ptx(ptx: PtxComparison | None, console: Console) -> None:
         _say(console, f"ptx  {ptx.note}")
 
 
-VIEW = View(WhatIf, {Format.console: drawn(render_console), Format.json: to_json})
+VIEW = View(WhatIf, {Format.console: drawn(render_console), Format.json: lambda result, sink: result.data.to_json()})
