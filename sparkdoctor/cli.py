@@ -14,7 +14,7 @@ import sys
 import typer
 
 from sparkdoctor import __version__, proc
-from sparkdoctor.cli_support import _err
+from sparkdoctor.cli_support import err
 from sparkdoctor.commands import LazyVerbs
 from sparkdoctor.errors import SparkdoctorError, UsageError
 from sparkdoctor.exitcodes import EXIT_USAGE
@@ -48,7 +48,7 @@ def _fail(exc: BaseException, message: str, code: int) -> None:
     from sparkdoctor import emit
 
     if message:
-        _err(message)
+        err(message)
     if emit.REQUESTED.format is None:
         emit.REQUESTED.format = emit.requested_from_argv(sys.argv[1:])
     emit.emit_error(exc, code)

@@ -12,9 +12,6 @@ from sparkdoctor.stderr import err, say, warn
 
 __all__ = ["DEFAULT_TIMEOUT", "err", "open_ledger", "say", "warn"]
 
-# The names cli.py has always used.
-_err = err
-
 
 def open_ledger(path, read_only=True):
     """The ledger a reading command (history, conclusions, rerun) works on, or LedgerFailure with one line (exit 5).

@@ -235,21 +235,11 @@ def kernel_rows(facts) -> list[dict[str, Any]]:
                          "first": True})
             continue
         for i, run in enumerate(runs):
-            rows.append({
-                **base,
-                "run": True,
-                "ptxas": _ptxas_label(facts, run.get("ptxas"), run.get("ptxas_version")),
-                "arch": run.get("arch") or result.get("arch") or "",
-                "compiled": run.get("compiled"),
-                "sass_ok": run.get("sass_ok"),
-                "sass": run.get("sass"),
-                "ran": run.get("ran"),
-                "verified": run.get("verified"),
-                "note": _first_line(run.get("error") or run.get("run_note")),
-                "ms": run.get("ms"),
-                "cached": run.get("cached"),
-                "first": i == 0,
-            })
+            rows.append({**base, "run": True, "ptxas": _ptxas_label(facts, run.get("ptxas"), run.get("ptxas_version")),
+                         "arch": run.get("arch") or result.get("arch") or "",
+                         **{key: run.get(key) for key in ("compiled", "sass_ok", "sass", "ran", "verified")},
+                         "note": _first_line(run.get("error") or run.get("run_note")), "ms": run.get("ms"),
+                         "cached": run.get("cached"), "first": i == 0})
     return rows
 
 

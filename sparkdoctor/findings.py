@@ -67,22 +67,10 @@ class Finding:
 
     @classmethod
     def from_evaluation(cls, ev: Evaluation) -> Finding:
-        e = ev.entry
-        return cls(
-            id=e.id,
-            severity=e.severity,
-            action=e.action,
-            title=e.title,
-            summary=e.summary,
-            remedy=e.remedy,
-            evidence=ev.evidence,
-            refs=e.refs,
-            component=e.component,
-            fix=e.fix,
-            symptoms=e.symptoms,
-            verified_by=e.verified_by,
-            evidence_level=e.evidence,
-        )
+        """The entry's words, the lines the evaluation saw as the evidence, the entry's evidence as its level."""
+        shared = ("id", "severity", "action", "title", "summary", "remedy", "refs", "component", "fix", "symptoms",
+                  "verified_by")
+        return cls(**{name: getattr(ev.entry, name) for name in shared}, evidence=ev.evidence, evidence_level=ev.entry.evidence)
 
     def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)

@@ -193,6 +193,7 @@ def run(options: BenchCommand) -> Result[BenchDocument]:
     if options.export is not None or there is not None:
         doc = _export_and_reproduce(options, doc, there)
     result = Result("bench", "bench", doc)
+    kept = "measured, not stored (--no-store)" if options.no_store else "measured and stored"
     if unrecorded is not None:
         result.fail(unrecorded)
         result.notes.append(f"bench: {unrecorded} (the A/B above is measured and stored)")
@@ -200,14 +201,12 @@ def run(options: BenchCommand) -> Result[BenchDocument]:
     if wrong and not options.allow_wrong:
         from sparkdoctor.errors import WrongAnswers
 
-        kept = "measured, not stored (--no-store)" if options.no_store else "measured and stored"
         result.fail(WrongAnswers(f"{wrong} ({kept}; --allow-wrong to exit 0)"))
         result.notes.append(f"bench: {wrong}: exit 1 (--allow-wrong to pass wrong answers)")
     unjudged = None if wrong or options.allow_wrong else unjudged_answers(doc)
     if unjudged:  # a gate with a reference to check the answers by never passes without checking them
         from sparkdoctor.errors import AnswersUnchecked
 
-        kept = "measured, not stored (--no-store)" if options.no_store else "measured and stored"
         against = f"--reference-file {options.reference_file}" if options.reference_file else \
             "the reference being marked (--reference)" if options.reference else "the reference stored for its model"
         result.fail(AnswersUnchecked(f"{unjudged} against {against} ({kept}; --allow-wrong to exit 0)"))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from sparkdoctor.cli_support import DEFAULT_TIMEOUT
 from sparkdoctor.commands.options import (
     Arch,
     Container,
@@ -42,7 +43,6 @@ from sparkdoctor.views.check import VIEW
 if TYPE_CHECKING:
     from sparkdoctor.check import CheckOutcome, CheckRequest
 
-DEFAULT_TIMEOUT = 120.0
 FORMATS = VIEW.formats
 SEVERITIES = ("info", "warn", "error")
 

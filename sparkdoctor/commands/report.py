@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from sparkdoctor.cli_support import DEFAULT_TIMEOUT
 from sparkdoctor.commands.options import (
     Fmt,
     Matrix,
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from sparkdoctor.check import CheckOutcome
     from sparkdoctor.facts import Facts
 
-DEFAULT_TIMEOUT = 120.0
 FORMATS = VIEW.formats
 
 

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sparkdoctor.result import Format, Result, with_header
 from sparkdoctor.sink import Sink
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 D = TypeVar("D")
 Drawn = str | dict[str, object] | list[dict[str, object]]
@@ -36,6 +39,11 @@ class View(Generic[D]):
     @property
     def formats(self) -> tuple[Format, ...]:
         return tuple(self.draw)
+
+
+def drawn(render: Callable[[D, Console], None]) -> Callable[[Result[D], Sink], str]:
+    """The console draw of a document that `render(document, console)` prints."""
+    return lambda result, sink: sink.capture(lambda console: render(result.data, console))
 
 
 def view_of(document: object) -> View[Any] | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
@@ -34,12 +34,19 @@ def _ci(est: dict[str, Any] | None, digits: int = 1, scale: float = 1.0) -> str:
     return f"{_f(est['median'], digits, scale)} [{_f(est['ci_low'], digits, scale)}-{_f(est['ci_high'], digits, scale)}]"
 
 
+def _table(title: str, columns: tuple[str, ...], justify: JustifyMethod = "left") -> Table:
+    """A table titled on the left whose columns all take `justify`."""
+    t = Table(title=title, title_justify="left")
+    for col in columns:
+        t.add_column(col, justify=justify)
+    return t
+
+
 def level_table(levels: list[dict[str, Any]], title: str) -> Table:
-    t = Table(title=escape(title), title_justify="left")  # the title says `[bootstrap 95% CI]`: not markup
-    for col in ("conc", "requests", "decode tok/s/stream (client median)", "decode tok/s/stream (server mean)",
-                "output tok/s", "per-round output tok/s (median)", "TTFT ms (client median)", "TTFT ms (server mean)",
-                "TPOT ms (client median)", "bursts"):
-        t.add_column(col, justify="right")
+    t = _table(escape(title), ("conc", "requests", "decode tok/s/stream (client median)",  # `[bootstrap 95% CI]`: not markup
+                               "decode tok/s/stream (server mean)", "output tok/s", "per-round output tok/s (median)",
+                               "TTFT ms (client median)", "TTFT ms (server mean)", "TPOT ms (client median)", "bursts"),
+               "right")
     for lvl in levels:
         # a figure absent from a stored level was not measured (a run stored by an older sparkdoctor): `-`
         c, s = lvl.get("client") or {}, lvl.get("server") or {}
@@ -162,9 +169,8 @@ def effect(mde: float) -> str:
 def render_comparison(console: Console, comp: dict[str, Any]) -> None:
     console.print(f"[bold]A/B[/bold] A = {_e(comp['a'])}  vs  B = {_e(comp['b'])}; order {_e(' '.join(comp['order']))} "
                   f"(a server restart per arm)")
-    t = Table(title="output tok/s per arm run (its tokens / its rounds' wall time); ratio B/A with 95% CI", title_justify="left")
-    for col in ("conc", "A runs", "B runs", "B/A", "95% CI", "method", "verdict"):
-        t.add_column(col, justify="right")
+    t = _table("output tok/s per arm run (its tokens / its rounds' wall time); ratio B/A with 95% CI",
+               ("conc", "A runs", "B runs", "B/A", "95% CI", "method", "verdict"), "right")
     for lvl in comp["levels"]:
         r = lvl["ratio"]
         t.add_row(_e(lvl["concurrency"]), ", ".join(_f(v) for v in lvl["a"]), ", ".join(_f(v) for v in lvl["b"]),
@@ -227,9 +233,8 @@ def render_history(console: Console, runs: list[dict[str, Any]]) -> None:
     if not runs:
         console.print("no runs in the ledger")
         return
-    t = Table(title="runs, newest first", title_justify="left")
-    for col in ("run", "when (UTC)", "recipe", "model", "fingerprint", "decode tok/s/stream", "source", "peak memory", "A/B"):
-        t.add_column(col)
+    t = _table("runs, newest first", ("run", "when (UTC)", "recipe", "model", "fingerprint", "decode tok/s/stream",
+                                      "source", "peak memory", "A/B"))
     for r in runs:
         head = r.get("headline") or {}
         ab = f"{r['comparison_id']}:{r['arm']}" if r.get("comparison_id") else ""
@@ -249,21 +254,23 @@ def render_compare(console: Console, cmp: dict[str, Any]) -> None:
     for note in cmp["notes"]:
         console.print(f"[yellow]note[/yellow]: {_e(note)}")
     if cmp["toolchain"]:
-        t = Table(title="what changed in the toolchain", title_justify="left")
-        for col in ("what", f"run {_e(a['id'])}", f"run {_e(b['id'])}"):
-            t.add_column(col)
+        t = _table("what changed in the toolchain", ("what", f"run {_e(a['id'])}", f"run {_e(b['id'])}"))
         for row in cmp["toolchain"]:
             t.add_row(_e(row["what"]), _e(row["a"]), _e(row["b"]))
         console.print(t)
     else:
         console.print("toolchain: same fingerprint material")
-    t = Table(title="what changed in the numbers", title_justify="left")
-    for col in ("conc", "figure", f"run {_e(a['id'])}", f"run {_e(b['id'])}", "b/a"):
-        t.add_column(col, justify="right")
-    for row in cmp["numbers"]:
+    console.print(_numbers_table("what changed in the numbers", cmp["numbers"],
+                                 (f"run {_e(a['id'])}", f"run {_e(b['id'])}", "b/a")))
+
+
+def _numbers_table(title: str, numbers: list[dict[str, Any]], heads: tuple[str, str, str]) -> Table:
+    """Each figure of two runs (or cells) side by side, and their ratio."""
+    t = _table(title, ("conc", "figure", *heads), "right")
+    for row in numbers:
         t.add_row(_e(row["concurrency"]), _e(row["figure"]), _f(row["a"], 2), _f(row["b"], 2),
                   f"{row['ratio']:.3f}" if row["ratio"] else "-")
-    console.print(t)
+    return t
 
 
 def render_calibration(console: Console, doc: dict[str, Any]) -> None:
@@ -292,20 +299,12 @@ def render_reproduce(console: Console, doc: dict[str, Any]) -> None:
     if head and head.get("a") and head.get("b") is not None:
         console.print(f"headline decode tok/s/stream at conc {_e(head['concurrency'])}: {_f(head['a'], 2)} there, "
                       f"{_f(head['b'], 2)} here ({head['b'] / head['a']:.3f}x)", soft_wrap=True)
-    t = Table(title="the numbers, there and here", title_justify="left")
-    for col in ("conc", "figure", "there", "here", "here/there"):
-        t.add_column(col, justify="right")
-    for row in doc["numbers"]:
-        t.add_row(_e(row["concurrency"]), _e(row["figure"]), _f(row["a"], 2), _f(row["b"], 2),
-                  f"{row['ratio']:.3f}" if row["ratio"] else "-")
-    console.print(t)
+    console.print(_numbers_table("the numbers, there and here", doc["numbers"], ("there", "here", "here/there")))
     if not doc["differences"]:
         console.print("nothing differs between the two cells (toolchain, model, recipe, workload, load): a gap is noise "
                       "or something sparkdoctor does not see", soft_wrap=True)
         return
-    t = Table(title="what differs (likely causes: " + _e(", ".join(doc["likely_causes"])) + ")", title_justify="left")
-    for col in ("group", "key", "there", "here"):
-        t.add_column(col)
+    t = _table("what differs (likely causes: " + _e(", ".join(doc["likely_causes"])) + ")", ("group", "key", "there", "here"))
     for row in doc["differences"]:
         t.add_row(_e(row["group"]), _e(row["key"]), _e(row["there"]), _e(row["here"]))
     console.print(t)

@@ -30,7 +30,7 @@ from sparkdoctor.matrix.file_checks import parse_files_tables
 from sparkdoctor.matrix.verify_table import parse_verify_table
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
-from sparkdoctor.views import View
+from sparkdoctor.views import View, drawn
 
 _SEVERITY_STYLE = {"error": "red", "warn": "yellow", "info": "cyan"}
 _SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
@@ -275,21 +275,17 @@ def _validate_console(result: Result[Validation], sink: Sink) -> str:
             f" · evidence: {levels}" + (f" · matrix: {d.matrix}" if d.matrix else "") + "\n")
 
 
-LIST = View(Matrix, {Format.console: lambda result, sink: sink.capture(lambda console: list_matrix(result.data, console)),
+LIST = View(Matrix, {Format.console: drawn(list_matrix),
                      # a bare array (as it always was: `jq '.[]'` keeps working); the one document without the header
                      Format.json: lambda result, sink: sorted_rows(result.data)})
-
-
-def _item_console(result: Result[Entry] | Result[Stack], sink: Sink) -> str:
-    return sink.capture(lambda console: show_item(result.data, console))
 
 
 def _item_json(result: Result[Entry] | Result[Stack], sink: Sink) -> dict[str, object]:
     return item_dict(result.data)
 
 
-View(Entry, {Format.console: _item_console, Format.json: _item_json})
-View(Stack, {Format.console: _item_console, Format.json: _item_json})
+View(Entry, {Format.console: drawn(show_item), Format.json: _item_json})
+View(Stack, {Format.console: drawn(show_item), Format.json: _item_json})
 View(Validation, {Format.console: _validate_console, Format.json: lambda result, sink: result.data.to_json()})
 FORMATS = LIST.formats
 """list, show and validate render the same formats."""

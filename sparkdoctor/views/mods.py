@@ -8,7 +8,7 @@ from rich.text import Text
 from sparkdoctor.mods.model import Verdict
 from sparkdoctor.mods.report import ModsReport
 from sparkdoctor.result import Format
-from sparkdoctor.views import View
+from sparkdoctor.views import View, drawn
 
 _STYLE = {Verdict.APPLIES: "green", Verdict.ALREADY_APPLIED: "cyan", Verdict.NO_EFFECT: "cyan",
           Verdict.SUPERSEDED: "yellow", Verdict.CANNOT_TELL: "yellow", Verdict.FAILS: "red"}
@@ -31,5 +31,4 @@ def render_console(report: ModsReport, console: Console) -> None:
     console.print(Text(worst, style="red" if report.exit_code else "green"))
 
 
-VIEW = View(ModsReport, {Format.console: lambda result, sink: sink.capture(lambda console: render_console(result.data, console)),
-                     Format.json: lambda result, sink: result.data.to_json()})
+VIEW = View(ModsReport, {Format.console: drawn(render_console), Format.json: lambda result, sink: result.data.to_json()})

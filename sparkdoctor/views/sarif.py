@@ -112,6 +112,10 @@ def _rule(rule_id: str, title: str, severity: str, remedy: str = "", refs: list[
     return rule
 
 
+def _entry_rule(e: Entry) -> dict[str, object]:
+    return _rule(e.id, e.title, e.severity, e.remedy, e.refs, e.evidence, e.component, e.summary)
+
+
 def _pascal(rule_id: str) -> str:
     return "".join(p[:1].upper() + p[1:] for p in re.split(r"[^A-Za-z0-9]+", rule_id) if p) or "Finding"
 
@@ -186,25 +190,22 @@ def _message(title: str, evidence: list[str], remedy: str) -> dict[str, str]:
 # ---- check --------------------------------------------------------------------------------------------------------
 def render_sarif(report: Report) -> str:
     """`check --format sarif`."""
-    rules, seen = [], set()
+    rules: dict[str, dict[str, object]] = {}  # by id, the first of each
     for ev in report.evaluations:
-        e = ev.entry
-        if e.id not in seen:
-            seen.add(e.id)
-            rules.append(_rule(e.id, e.title, e.severity, e.remedy, e.refs, e.evidence, e.component, e.summary))
+        if ev.entry.id not in rules:
+            rules[ev.entry.id] = _entry_rule(ev.entry)
     results: list[dict[str, object]] = []
     default = _stated_artifact(report.facts)
     for f in report.findings:
-        if f.id not in seen:  # an engine finding (a failed kernel probe)
-            seen.add(f.id)
-            rules.append(_rule(f.id, f.title, f.severity, f.remedy, f.refs, f.evidence_level, f.component, f.summary))
+        if f.id not in rules:  # an engine finding (a failed kernel probe)
+            rules[f.id] = _rule(f.id, f.title, f.severity, f.remedy, f.refs, f.evidence_level, f.component, f.summary)
         location, subject = _check_location(f, report.facts, default)
         results.append(_result(f.id, f.severity, _message(f.title, f.evidence, f.remedy), location, subject,
                                {"evidence-level": f.evidence_level, "component": f.component}))
     props = {"fingerprint": report.facts.fingerprint(), "verdict": report.verdict(), "fail_on": report.fail_on,
              "target": default}
     why = report.unprobed_why()  # a run that could not look at the target is no clean analysis (exit 3)
-    return _log(rules, results, report.exit_code(), props, "check",
+    return _log(list(rules.values()), results, report.exit_code(), props, "check",
                 None if why is None else f"the target could not be probed: {why}")
 
 
@@ -242,8 +243,7 @@ def render_recipe_sarif(doc: dict[str, Any], matrix: Matrix) -> str:
     recipe = doc.get("recipe") or {}
     path = str(recipe.get("path") or recipe.get("name") or "recipe")
     lines = _read_lines(path)
-    rules = [_rule(e.id, e.title, e.severity, e.remedy, e.refs, e.evidence, e.component, e.summary)
-             for e in matrix.entries if not getattr(e, "withdrawn", None)]
+    rules = [_entry_rule(e) for e in matrix.entries if not getattr(e, "withdrawn", None)]
     rules += [_rule(rule_id, title, severity, component="recipe") for rule_id, (title, severity) in RECIPE_RULES.items()]
     seen = {str(rule["id"]) for rule in rules}
     results: list[dict[str, object]] = []
@@ -307,21 +307,17 @@ def render_findings_sarif(findings: list[dict[str, Any]], *, category: str, prop
     one SARIF log: `bench` and `rerun` (their run, comparison or failure). A log symptom's rule is its matrix entry's;
     `failure`: the one line of a command that failed (the invocation is then not successful)."""
     matrix = load(None)
-    rules: list[dict[str, object]] = []
-    seen: set[str] = set()
+    rules: dict[str, dict[str, object]] = {}  # by id, the first of each
     results: list[dict[str, object]] = []
     for f in findings:
         rule_id = str(f.get("id") or "finding")
         entry = matrix.get(rule_id) if f.get("kind") == "symptom" else None
         severity = str(f.get("severity") or (entry.severity if entry is not None else "warn"))
-        if rule_id not in seen:
-            seen.add(rule_id)
-            if entry is not None:
-                rules.append(_rule(entry.id, entry.title, entry.severity, entry.remedy, entry.refs, entry.evidence,
-                                   entry.component, entry.summary))
-            else:
-                title, default = MEMORY_RULES.get(rule_id, (str(f.get("title") or rule_id), severity))
-                rules.append(_rule(rule_id, title, default, component="memory" if rule_id in MEMORY_RULES else None))
+        if rule_id not in rules and entry is not None:
+            rules[rule_id] = _entry_rule(entry)
+        elif rule_id not in rules:
+            title, default = MEMORY_RULES.get(rule_id, (str(f.get("title") or rule_id), severity))
+            rules[rule_id] = _rule(rule_id, title, default, component="memory" if rule_id in MEMORY_RULES else None)
         evidence = [str(e) for e in f.get("evidence") or []]
         remedy = str(f.get("remedy") or (entry.remedy if entry is not None else ""))
         path = str(f.get("path") or properties.get("recipe_path") or "recipe")
@@ -331,7 +327,7 @@ def render_findings_sarif(findings: list[dict[str, Any]], *, category: str, prop
         results.append(_result(rule_id, severity, _message(title, evidence, remedy), location, str(arm or ""),
                                {"kind": f.get("kind"), **({"arm": arm} if arm else {})}))
     safe = re.sub(r"[^A-Za-z0-9._/-]+", "-", category)
-    return _log(rules, results, exit_code, properties, safe, failure)
+    return _log(list(rules.values()), results, exit_code, properties, safe, failure)
 
 
 def failure_sarif(command: str, error: BaseException, exit_code: int) -> str:

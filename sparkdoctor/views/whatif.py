@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sparkdoctor.result import Format
-from sparkdoctor.views import View
+from sparkdoctor.views import View, drawn
 from sparkdoctor.whatif.judge import WhatIf
 
 if TYPE_CHECKING:
@@ -97,5 +97,4 @@ def _ptx(ptx: PtxComparison | None, console: Console) -> None:
         _say(console, f"ptx  {ptx.note}")
 
 
-VIEW = View(WhatIf, {Format.console: lambda result, sink: sink.capture(lambda console: render_console(result.data, console)),
-                     Format.json: lambda result, sink: result.data.to_json()})
+VIEW = View(WhatIf, {Format.console: drawn(render_console), Format.json: lambda result, sink: result.data.to_json()})
