@@ -12,7 +12,11 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
-from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
+from packaging.utils import (
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 from packaging.version import Version
 
 from sparkdoctor.released.http import Client, RemoteError
