@@ -5,6 +5,7 @@ the real registry (slow)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 import pytest
@@ -137,6 +138,21 @@ def test_a_hostile_index_page_is_a_remote_error_not_a_crash_or_nothing_new(tmp_p
         reg.pages["vllm"] = page
         with pytest.raises(RemoteError, match="not a PEP 691 project page"):
             Index(Client(timeout=10), reg.url).versions("vllm")
+
+
+@pytest.mark.parametrize("name", ["vllm-1.{}-py3-none-any.whl", "vllm-1.{}.tar.gz"])
+def test_one_file_named_with_a_5000_digit_version_is_passed_over_not_the_whole_page(tmp_path, name):
+    """int() refuses a number of more than 4,300 digits (ValueError, neither InvalidVersion nor InvalidWheelFilename):
+    one such file name made the whole page "not a PEP 691 project page", and track could list none of the package's
+    releases. It is a name that is no release, passed over as any other."""
+    old, _x86, _new = _wheels(tmp_path)
+    files = [{"filename": old.name, "url": f"../../files/{old.name}", "size": old.stat().st_size},
+             {"filename": name.format("9" * 5000), "url": "../../files/x", "size": 5}]
+    with Registry() as reg:
+        reg.add("vllm", old)
+        reg.pages["vllm"] = json.dumps({"meta": {"api-version": "1.1"}, "files": files}).encode()
+        index = Index(Client(timeout=10), reg.url)
+        assert index.versions("vllm") == ["0.1.0"] and index.versions("vllm", dist="sdist") == []
 
 
 def test_a_file_that_changed_under_the_index_is_refused(tmp_path):

@@ -537,6 +537,26 @@ def test_a_conflict_is_read_on_the_release_pinned_not_the_newest(tmp_path):
     assert conflict["with"] == "kern[b12x] 0.7.2.post1" and conflict["specs"] == "==4.8.0 against ==4.7.1"
 
 
+@pytest.mark.parametrize(("pin", "conflict"), [("kern===0.7.2.post1", True), ("kern===0.7.2-evil", False)])
+def test_an_arbitrary_equality_pin_in_a_release_is_read_never_a_crash(tmp_path, pin, conflict):
+    """A release's METADATA may pin with PEP 440's arbitrary equality (`===`, any string): its "version" was the text
+    after "==" (`=0.7.2-evil`), and reading that release ended the whole track run in "internal error:
+    InvalidVersion". `===V` of a real version is that pin; a string that is no version pins no release to read."""
+    wheels = tmp_path / "pins"
+    wheels.mkdir()
+    with Registry() as reg:
+        reg.add("eng", build_wheel(wheels, "eng", "1.0.0", {"eng/x.py": b""}, requires=(pin, "dsl==4.8.0")))
+        reg.add("kern", build_wheel(wheels, "kern", "0.7.2.post1", {"kern/x.py": b""}, requires=('dsl==4.7.1; extra == "b12x"',)))
+        reg.add("kern", build_wheel(wheels, "kern", "0.7.4", {"kern/x.py": b""}, requires=('dsl>=4.8.0; extra == "b12x"',)))
+        reg.add("dsl", build_wheel(wheels, "dsl", "4.8.0", {"dsl/x.py": b""}))
+        folder = tmp_path / "m"
+        folder.mkdir()
+        (folder / "tracking.toml").write_text('component = "tracking"\n[tracked]\neng = "1.0.0"\nkern = "0.7.4"\ndsl = "4.8.0"\n')
+        result = track(load(folder), reader_for(reg, tmp_path))
+    assert [c["with"] for c in result.pin_conflicts] == (["kern[b12x] 0.7.2.post1"] if conflict else [])
+    assert result.pin_errors == []
+
+
 def test_a_registry_that_cannot_be_reached_is_said_not_read_as_nothing_new(tmp_path):
     """The console said "demo: tracked through 0.1.0, new: none (... Connection refused)" and "1 no-new-release",
     with exit 2: a reader saw a clean answer. It says the package could not be listed."""

@@ -218,6 +218,7 @@ class Redactor:
         out = _cut(out, shapes.scan_pairs(out, _ignore, _ignore))
         out = _cut(out, shapes.encoded_pair_spans(out, _ignore))
         out = _cut(out, shapes.header_spans(out, _ignore))
+        out = shapes.serials(out)  # before the key scan: a GPU's UUID keeps its GPU- prefix
         out = shapes.KEYLIKE.sub(lambda m: SECRET if shapes.is_random_secret(m.group(0)) else m.group(0), out)
         out = shapes.EMAIL.sub(EMAIL, out)
         out = shapes.USER_AT.sub(_user_at, out)
@@ -393,6 +394,7 @@ def _walk(value: object, path: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...
 
 
 # The line every report carries about what was (or was not) anonymized.
-REDACTED_NOTE = ("Anonymized by sparkdoctor: user names, host names, home paths, IP, MAC and e-mail addresses, tokens, keys "
-                 "and passwords are replaced by <user>, <host>, <ip>, <mac>, <email>, <redacted>. Read it before you post it.")
+REDACTED_NOTE = ("Anonymized by sparkdoctor: user names, host names, home paths, IP, MAC and e-mail addresses, GPU UUIDs and "
+                 "serial numbers, tokens, keys and passwords are replaced by <user>, <host>, <ip>, <mac>, <email>, <serial>, "
+                 "<redacted>. Read it before you post it.")
 NOT_REDACTED_NOTE = "NOT anonymized (--no-redact): user names, host names, addresses and paths are as found."

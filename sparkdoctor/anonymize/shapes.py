@@ -24,6 +24,8 @@ from one place only, and nothing that was matched is scanned twice by the same p
   -pPASSWORD mysql/mariadb's password glued to -p.
   random     a run of 32+ characters of a key alphabet with upper and lower case and digits and a high
              character entropy: a generated secret whatever holds it (git hashes and digests are hex: kept).
+  serials    a GPU's or MIG device's UUID (`GPU-8f3c5a0e-...`, as CUDA_VISIBLE_DEVICES and nvidia-smi name one) and
+             a serial-named pair's value (`Serial Number: 1324...`, `board_serial=...`): one piece of hardware.
 """
 
 from __future__ import annotations
@@ -101,6 +103,22 @@ NOT_HOSTS = frozenset({"localhost", "true", "false", "none", "null", "auto", "an
 WORDISH = re.compile(r"[a-z]{3,}|[A-Z]{4,}|\d{3,}")
 WORD_SHARE = 0.55
 ENTROPY_BITS = 4.3  # per character: random base62/64 of 32-40 characters measures 4.6-5.2; identifiers 3.3-4.1
+
+
+SERIAL = "<serial>"
+# NVIDIA's device UUIDs: GPU-<uuid>, MIG-<uuid> and the older MIG-GPU-<uuid>/GI/CI; the prefix is kept (the form says
+# how a launch named its device), the UUID is the device's own.
+_UUID = r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}"
+DEVICE_UUID = re.compile(rf"(?<![A-Za-z0-9_\-])((?:MIG-)?(?:GPU|MIG)-){_UUID}(?![A-Za-z0-9_\-])")
+# `Serial Number : 1324...` (nvidia-smi -q), `serial=...`, `board_serial: ...`, `"SerialNumber": "..."`
+SERIAL_PAIR = re.compile(r"(?i)(?<![A-Za-z0-9])((?:[A-Za-z]+[ _\-]?)?serial(?:[ _\-]?(?:number|num|no))?['\"]?[ \t]*[:=][ \t]*['\"]?)"
+                         r"(?!<)([A-Za-z0-9][A-Za-z0-9_\-]{3,63})")
+
+
+def serials(text: str) -> str:
+    """`text` with device UUIDs and serial-named values replaced by <serial>."""
+    text = DEVICE_UUID.sub(lambda m: m.group(1) + SERIAL, text)
+    return SERIAL_PAIR.sub(lambda m: m.group(1) + SERIAL, text)
 
 
 def secret_name(name: str) -> bool:

@@ -87,8 +87,9 @@ def parse_all_reduce_perf(text: str) -> AllReduce:
             found.average_busbw_gbs = _float(stripped.rsplit(":", 1)[-1])
         elif stripped and not stripped.startswith("#"):
             cols = stripped.split()
-            if len(cols) >= 9 and cols[0].isdigit() and cols[1].isdigit():
-                found.rows.append({"bytes": int(cols[0]), "busbw_gbs": _float(cols[7]), "algbw_gbs": _float(cols[6]),
+            size = _int(cols[0]) if len(cols) >= 9 and cols[0].isdigit() and cols[1].isdigit() else None  # int() refuses "²"
+            if size is not None:
+                found.rows.append({"bytes": size, "busbw_gbs": _float(cols[7]), "algbw_gbs": _float(cols[6]),
                                    "wrong": _int(cols[8]) if cols[8] != "N/A" else None})
     return found
 

@@ -13,13 +13,11 @@ from dataclasses import dataclass
 from urllib.parse import urljoin
 
 from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
     canonicalize_name,
     parse_sdist_filename,
     parse_wheel_filename,
 )
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from sparkdoctor.released.http import Client, RemoteError
 
@@ -56,11 +54,11 @@ def _file(raw: dict, base: str) -> IndexFile:
         try:
             _, parsed, _, tags = parse_wheel_filename(name)
             version = str(parsed)
-        except (InvalidWheelFilename, InvalidVersion):
+        except ValueError:  # InvalidWheelFilename, InvalidVersion, and int()'s refusal of a 5,000-digit part
             pass
     sdist_version: str | None = None
     if name.endswith((".tar.gz", ".zip")):
-        with contextlib.suppress(InvalidSdistFilename, InvalidVersion):
+        with contextlib.suppress(ValueError):  # as for a wheel: a name that is no release is passed over
             sdist_version = str(parse_sdist_filename(name)[1])
     size = raw.get("size")
     sha = (raw.get("hashes") or {}).get("sha256")

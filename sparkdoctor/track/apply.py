@@ -6,7 +6,9 @@ swapped in place with the rest of the file kept byte for byte:
   tracked.PKG / tracked_on         PKG = "FROM" -> PKG = "TO" in the tracking file (tracked_on added when absent)
 
 An edit whose FROM text is not where the proposal says is skipped and said; the folder is loaded by the
-ordinary loader afterwards, so an edit that made the matrix unreadable is undone file by file.
+ordinary loader afterwards, so an edit that made the matrix unreadable is undone file by file. Each file is
+replaced atomically (files.write_text): a full disk or a kill mid-write never leaves a matrix file cut short
+(a cut between two entries would still load, one entry fewer), and a write that fails undoes the others.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.files import OutputError, write_text
 from sparkdoctor.matrix import MatrixError, load
 
 
@@ -46,7 +49,6 @@ def apply_proposals(doc: dict[str, Any], folder: Path) -> tuple[list[str], list[
         if not path.is_file():
             skipped.append(f"{p.get('field')}: {path} is not in {folder}")
             continue
-        originals.setdefault(path, path.read_text())
         text = path.read_text()
         field, old, new = str(p["field"]), p.get("from"), str(p["to"])
         if field == "tracked_on":
@@ -63,12 +65,21 @@ def apply_proposals(doc: dict[str, Any], folder: Path) -> tuple[list[str], list[
         if out is None or out == text:
             skipped.append(f"{p.get('entry', path.name)}: {field}: {old} not found where the proposal says")
             continue
-        path.write_text(out)
+        try:
+            write_text(path, out)
+        except OutputError as exc:  # the file is as it was (an atomic write that failed changed nothing): undo the others
+            _restore(originals)
+            raise OutputError(f"--apply: {path}: cannot write ({exc}); the matrix files were left as they were") from None
+        originals.setdefault(path, text)  # its first edit's text is the original
         applied.append(f"{p.get('entry', path.name)}: {field}: {old} -> {new}")
     try:
         load(folder)
     except MatrixError as exc:
-        for path, text in originals.items():
-            path.write_text(text)
+        _restore(originals)
         return [], [*skipped, f"the edits made the matrix unreadable ({exc}); nothing written"]
     return applied, skipped
+
+
+def _restore(originals: dict[Path, str]) -> None:
+    for path, text in originals.items():
+        write_text(path, text)

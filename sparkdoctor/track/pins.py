@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from sparkdoctor.matrix.consistency import ranges_overlap
 from sparkdoctor.released import Reader, RemoteError
@@ -81,9 +83,18 @@ def read_pins(reader: Reader, releases: dict[str, str], tracked: set[str]) -> tu
 
 
 def pinned_release(pin: Pin) -> str | None:
-    """The one version an exact pin (==V, no wildcard) names."""
-    spec = pin.spec.strip()
-    return spec[2:] if spec.startswith("==") and "," not in spec and "*" not in spec else None
+    """The one version an exact pin (==V or ===V, no wildcard) names; None for anything else, and for a `===` string
+    that is no version (`===1.0-evil`: PEP 440's arbitrary equality, which a release's METADATA may carry)."""
+    try:
+        specs = list(SpecifierSet(pin.spec))
+    except InvalidSpecifier:
+        return None
+    if len(specs) != 1 or specs[0].operator not in ("==", "===") or specs[0].version.endswith(".*"):
+        return None
+    try:
+        return str(Version(specs[0].version))
+    except InvalidVersion:
+        return None
 
 
 def conflicts(pins: list[Pin], releases: dict[str, str]) -> list[dict[str, str]]:

@@ -73,8 +73,10 @@ def render_markdown(report: Report) -> str:
     shown = shown_fingerprint(facts, redactor)
     shown_facts = dataclasses.replace(facts)  # a copy: the caller's facts are not touched
     for f in dataclasses.fields(facts):
-        setattr(shown_facts, f.name, _breaks_redacted(getattr(facts, f.name), redactor))
-    report = dataclasses.replace(report, facts=shown_facts)
+        setattr(shown_facts, f.name, _redacted(getattr(facts, f.name), redactor))
+    findings = [dataclasses.replace(f, evidence=[str(_redacted(e, redactor)) for e in f.evidence])  # they quote facts
+                for f in report.findings]
+    report = dataclasses.replace(report, facts=shown_facts, findings=findings)
     out: list[str] = [
         "## sparkdoctor report",
         "",
@@ -95,16 +97,17 @@ def render_markdown(report: Report) -> str:
     return str(text)
 
 
-def _breaks_redacted(value: object, redactor: Redactor) -> object:
-    """`value` with each string that holds a line break redacted before a line below folds its breaks into spaces:
-    a token a log wrapper cut at a line's end is found only across the break (anonymize/wrapped.py). Only what can be
-    shown (HEAD characters) is read: a 25 MB field costs no more than a short one."""
+def _redacted(value: object, redactor: Redactor) -> object:
+    """`value` with each string redacted before a line below clips it or folds its breaks into spaces: an address,
+    e-mail or host name the clip cuts (`192.168.100.…`) is no longer one the line's own redaction knows, and a token a
+    log wrapper cut at a line's end is found only across the break (anonymize/wrapped.py). Only what can be shown
+    (HEAD characters) is read: a 25 MB field costs no more than a short one."""
     if isinstance(value, str):
-        return redactor.text(value[:HEAD]) + value[HEAD:] if "\n" in value[:HEAD] else value
+        return redactor.text(value[:HEAD]) + value[HEAD:]
     if isinstance(value, dict):
-        return {k: _breaks_redacted(v, redactor) for k, v in value.items()}
+        return {k: _redacted(v, redactor) for k, v in value.items()}
     if isinstance(value, list):
-        return [_breaks_redacted(v, redactor) for v in value]
+        return [_redacted(v, redactor) for v in value]
     return value
 
 

@@ -27,6 +27,16 @@ def _releases(r: list[str], left_out: object) -> str:
     return f"the newest {len(r)}, {r[0]} to {r[-1]}" if left_out else ", ".join(r) or "none"
 
 
+def _md(text: object) -> str:
+    """Free text in the markdown (a note, a why): registry answers reach it (an error's URL, a server's content type or
+    reason phrase), and it is a pull request's body. On one line, `|` kept inside its cell, and no HTML tag, link or
+    image made of it: `<`, `[` and `]` escaped (shown as written)."""
+    text = " ".join(str(text).split())
+    for ch in ("\\", "|", "<", "[", "]"):
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
 def track_markdown(d: dict[str, Any]) -> str:
     out = [f"# matrix track, {d['taken_at']}", "",
            f"Matrix: {d['matrix']}. Wheels read for {d['platform']}, CPython {d['python']} (another platform's wheel only where "
@@ -34,25 +44,25 @@ def track_markdown(d: dict[str, Any]) -> str:
            "|---|---|---|---|---|"]
     for p in d["packages"]:
         backports = f" (uploaded after the tracked release: {', '.join(p['backports'])})" if p.get("backports") else ""
-        out.append(f"| {p['package']} | {p['tracked']} | {p['through'] or 'newest'} | {_releases(p['releases'], p.get('left_out'))}{backports} | {p['note']} |")
+        out.append(f"| {p['package']} | {p['tracked']} | {p['through'] or 'newest'} | {_releases(p['releases'], p.get('left_out'))}{backports} | {_md(p['note'])} |")
     out += ["", "## Entries", "", "| entry | reads | bound | verdict | why |", "|---|---|---|---|---|"]
     for e in d["entries"]:
-        out.append(f"| {e['id']} | {e['package']} | {e['spec'] or '-'} | {e['verdict']} | {e['why'].replace('|', '/')} |")
+        out.append(f"| {e['id']} | {e['package']} | {e['spec'] or '-'} | {e['verdict']} | {_md(e['why'])} |")
     if d["proposals"]:
         out += ["", "## Proposed edits (not applied)", "", "| where | field | from | to | because |", "|---|---|---|---|---|"]
         for p in d["proposals"]:
-            out.append(f"| {p.get('entry', p['file'])} | {p['field']} | {p['from']} | {p['to']} | {p['because']} |")
+            out.append(f"| {p.get('entry', p['file'])} | {p['field']} | {p['from']} | {p['to']} | {_md(p['because'])} |")
     if d.get("applied") or d.get("not_applied"):
-        out += ["", "## Written into the matrix (--apply)", ""] + [f"- {a}" for a in d.get("applied", [])]
-        out += [f"- not applied: {a}" for a in d.get("not_applied", [])]
+        out += ["", "## Written into the matrix (--apply)", ""] + [f"- {_md(a)}" for a in d.get("applied", [])]
+        out += [f"- not applied: {_md(a)}" for a in d.get("not_applied", [])]
     if d.get("pin_conflicts"):
-        out += ["", "## Pins pip cannot install together (extras included)", ""] + [f"- {c['why']}" for c in d["pin_conflicts"]]
+        out += ["", "## Pins pip cannot install together (extras included)", ""] + [f"- {_md(c['why'])}" for c in d["pin_conflicts"]]
     if d.get("probe"):
-        out += ["", "## Probes (--probe)", "", *(f"- {line}" for line in probe_lines(d["probe"]))]
+        out += ["", "## Probes (--probe)", "", *(f"- {_md(line)}" for line in probe_lines(d["probe"]))]
     if d["untracked"]:
         out += ["", "## Bounds on tracked packages that no file check follows", "", "| entry | bound | why |", "|---|---|---|"]
         for u in d["untracked"]:
-            out.append(f"| {u['id']} | {u['package']} {u['spec']} | {u['why']} |")
+            out.append(f"| {u['id']} | {u['package']} {u['spec']} | {_md(u['why'])} |")
     summary = ", ".join(f"{n} {v}" for v, n in d["summary"].items() if n)
     cut = "".join(f" {p['left_out']:,} older new release(s) of {p['package']} left out, not checked." for p in d["packages"] if p.get("left_out"))
     out += ["", f"Summary: {summary or 'no entry with a file check on a tracked package'}; {len(d['untracked'])} bounds not followed.{cut}"]

@@ -397,3 +397,18 @@ def test_both_twins_on_one_subnet_measure_between_the_nodes_not_within_one(tmp_p
     ib = [node for node, argv in transport.calls if argv[0] == "ib_write_bw"]
     assert sorted(ib) == ["spark-1", "spark-2"], transport.calls
     assert measured[0].status == "measured"
+
+
+@pytest.mark.parametrize("size", ["²", "9" * 5000])
+def test_a_row_whose_size_int_refuses_is_skipped_not_the_whole_measurement(tmp_path, monkeypatch, size):
+    """`"²".isdigit()` is true and int() refuses it (and any number of 4,300+ digits): one such line in a node's
+    all_reduce_perf output made the whole measurement "failed: ValueError: invalid literal for int()", a
+    measure-failed finding (no-go, exit 1) on a fabric its table measured. The parser skips a line it does not know."""
+    real = (H200 / "all-reduce-perf-2gpu.txt").read_text()
+    table = tmp_path / "table.txt"
+    table.write_text(f"{size}  2 float sum -1 1.0 2.0 3.0 0 1.0 2.0 3.0 0\n{real}")
+    _tool_on_path(tmp_path / "bin", "all_reduce_perf", f"exec cat '{table}'", monkeypatch)
+    two = fleet_facts(LOCAL)
+    two.gpus = [{"index": 0, "name": "NVIDIA H200", "cc": "9.0"}, {"index": 1, "name": "NVIDIA H200", "cc": "9.0"}]
+    [measured] = measure_links(SshTransport(), [Node(LOCAL)], [(LOCAL, two)])
+    assert measured.status == "measured" and measured.gbps == pytest.approx(325.27 * 8)
