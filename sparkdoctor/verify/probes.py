@@ -9,7 +9,6 @@ import re
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
 
 from sparkdoctor import kernels, proc
 from sparkdoctor.collect import cutedsl
@@ -22,7 +21,7 @@ VERSION_TIMEOUT = 20.0
 def run_probe(probe_id: str, python: Path, arch: str) -> tuple[str, str, dict[str, object]]:
     """(status, detail, versions) of one probe in one environment."""
     if probe_id in CUTEDSL_KERNELS:
-        return _run_cutedsl(CUTEDSL_KERNELS[probe_id], python, arch)
+        return _run_cutedsl(cutedsl, CUTEDSL_KERNELS[probe_id], python, arch)
 
     probe = next((p for p in kernels.load_probes() if p.id == probe_id), None)
     if probe is None:
@@ -31,11 +30,11 @@ def run_probe(probe_id: str, python: Path, arch: str) -> tuple[str, str, dict[st
     return _run_ptx(probe, python, arch)
 
 
-def _run_cutedsl(kernel: str, python: Path, arch: str) -> tuple[str, str, dict[str, object]]:
+def _run_cutedsl(cutedsl, kernel: str, python: Path, arch: str) -> tuple[str, str, dict[str, object]]:
     # The user's CuTe DSL / Python settings must not leak into a scratch environment's probe.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CUTE_DSL_", "PYTHON", "VIRTUAL_ENV", "PIP_"))}
     result = proc.run([str(python), "-B", str(cutedsl.probe_script()), "--arch", arch, "--kernel", kernel], timeout=PROBE_TIMEOUT, env=env)
-    raw: dict[str, Any] = cutedsl.interpret(kernel, arch, result)
+    raw = cutedsl.interpret(kernel, arch, result)
     versions = dict(raw.get("dists") or {})
     if raw.get("bundled_cuda"):
         versions["bundled CUDA"] = raw["bundled_cuda"]
