@@ -30,11 +30,7 @@ _CODE_FILES = ("arch.py", "names.py", "patterns.py", "text.py", "errors.py", "co
 
 
 def _stats(paths: list[Path]) -> list[tuple[str, int, int, int]]:
-    out = []
-    for p in paths:
-        st = os.stat(p)
-        out.append((str(p), st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-    return out
+    return [(str(p), st.st_size, st.st_mtime_ns, st.st_ctime_ns) for p in paths for st in [os.stat(p)]]
 
 
 def _key(toml_files: list[Path], fixes: Path | None, extra: tuple) -> str:

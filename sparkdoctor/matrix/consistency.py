@@ -24,6 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from sparkdoctor.matrix.file_checks import parse_files_tables
 from sparkdoctor.matrix.model import Entry, Matrix
+from sparkdoctor.matrix.tracking import bounds_of
 from sparkdoctor.matrix.versions import spec
 from sparkdoctor.patterns import budget, search
 
@@ -152,8 +153,7 @@ def unbracketed_checked(matrix: Matrix) -> list[str]:
         if e.withdrawn or e.evidence != "checked" or not e.files:
             continue
         tables = parse_files_tables(e.files, e.id)
-        bounded = {name for table in ("packages", "constraints")
-                   for name, spec in (e.when.get(table) or {}).items() if str(spec).strip() != "*"}
+        bounded = bounds_of(e) or bounds_of(e, "constraints")
         outside = any(t.fixed and any(c.fixed == "differs" for c in t.checks) for t in tables)
         if not bounded and not outside and not e.verify:
             out.append(f"{e.file}: entry {e.id}: evidence is \"checked\" but it bounds no version and names no release where its "

@@ -47,7 +47,8 @@ class PythonTarget:
         full_env = {**os.environ, **(env or {})}
         argv = early.script_argv(self.python, str(script), args)  # -S -B: no site (no .pth code), no .pyc left behind
         started = early.take(probe_name(script), argv, full_env)
-        liveness = _liveness(self.python)
+        with _LIVENESS_LOCK:
+            liveness = _LIVENESS.setdefault(self.python, _Liveness(self.python))
         if liveness.dead:
             if started is not None:
                 started.cancel()
@@ -93,11 +94,6 @@ class _Liveness:
 
 _LIVENESS: dict[str, _Liveness] = {}
 _LIVENESS_LOCK = threading.Lock()
-
-
-def _liveness(python: str) -> _Liveness:
-    with _LIVENESS_LOCK:
-        return _LIVENESS.setdefault(python, _Liveness(python))
 
 
 class Wrapped(proc.Running):
@@ -150,7 +146,10 @@ class _Watched(Wrapped):
 def resolve_python_target(python: str | None) -> PythonTarget:
     """--python PATH, else $VIRTUAL_ENV, else the interpreter running sparkdoctor."""
     if python:
-        return PythonTarget(_resolve_interpreter(python), "--python")
+        try:
+            return PythonTarget(_interpreter_at(python), "--python")
+        except OSError as exc:  # EACCES: a folder on the way the user cannot search
+            raise TargetError(f"--python {python}: cannot look at it: {exc.strerror or exc}") from None
     venv = os.environ.get("VIRTUAL_ENV")
     if venv:
         for name in ("bin/python", "bin/python3", "Scripts/python.exe"):
@@ -207,13 +206,6 @@ def scripts_elsewhere(python: str, most: int = 2000) -> dict[str, str]:
             if other:
                 found[entry.name] = other
     return found
-
-
-def _resolve_interpreter(python: str) -> str:
-    try:
-        return _interpreter_at(python)
-    except OSError as exc:  # EACCES: a folder on the way the user cannot search
-        raise TargetError(f"--python {python}: cannot look at it: {exc.strerror or exc}") from None
 
 
 def _interpreter_at(python: str) -> str:

@@ -200,7 +200,7 @@ class RemoteFiles:
 
     def cubins(self, name: str) -> tuple[str, ...]:
         if name not in self.listings:
-            decided = decided_by((c.kind, tuple(c.value)) for c in self.checks if _glob(c.path, name))
+            decided = decided_by((c.kind, tuple(c.value)) for c in self.checks if fnmatch.fnmatchcase(name, c.path))
             try:
                 self.listings[name] = self.wheel.cubins(name, decided)
             except CubinError as exc:
@@ -226,20 +226,16 @@ def remote_run(reader: Reader, package: str, checks: tuple[FileCheck, ...], vers
             opened[0].find(exact)  # stream the archive only until these members are met
         parts = [RemoteFiles(o, checks) for o in opened]
         for part in parts:  # libraries are streamed, as far as their checks need (sparkdoctor.released.elf)
-            part.wheel.prefetch(sorted({n for c in checks if c.kind != "exists" for n in part.names if _glob(c.path, n) and not is_library(n)}))
+            part.wheel.prefetch(sorted({n for c in checks if c.kind != "exists" for n in part.names if fnmatch.fnmatchcase(n, c.path) and not is_library(n)}))
         files = UnionFiles(parts) if len(parts) > 1 else parts[0]
         run.results = [(c, check_holds(c, files)) for c in checks]  # the same interface as WheelFiles
         run.evidence = [reader.picked(p, version, dist) for p in read]
         run.evidence += [line for part in parts for line in part.evidence()]
-        unmatched = [c.label for c in checks if c.kind != "exists" and not any(_glob(c.path, n) for n in files.names)]
+        unmatched = [c.label for c in checks if c.kind != "exists" and not any(fnmatch.fnmatchcase(n, c.path) for n in files.names)]
         run.evidence += [f"no member matches {label}" for label in unmatched]
     except (RemoteError, WheelError) as exc:
         run.error = str(exc)
     return run
-
-
-def _glob(pattern: str, name: str) -> bool:
-    return fnmatch.fnmatchcase(name, pattern)
 
 
 def tables_of(entry: Entry) -> tuple[FilesTable, ...]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rich.console import Console
@@ -25,7 +25,7 @@ from sparkdoctor.verify.bounds import BoundResult, side_counts, summary, verify_
 from sparkdoctor.verify.files import FileResult, bisect, verify_files
 from sparkdoctor.verify.files import latest as latest_files
 from sparkdoctor.verify.latest_installs import latest_installs
-from sparkdoctor.verify.runner import Result, exit_code
+from sparkdoctor.verify.runner import Judged, Result, exit_code
 from sparkdoctor.verify.stacks import StackResult, resolve_stacks
 
 VERDICTS = ("confirmed", "contradicted", "error")
@@ -40,16 +40,22 @@ def terminal_log() -> Log | None:
     return lambda line: err.print(f"[dim]{line}[/]")
 
 
-@dataclass
-class EntryChecks:
-    """The install and file checks of the chosen entries (`verify` document)."""
+class _Judged:
+    """An answer whose exit code is its results' (verify.runner.exit_code)."""
 
-    results: list[Result | FileResult]  # the install checks, then the file checks
-    seconds: float
+    results: Sequence[Judged]
 
     @property
     def exit_code(self) -> int:
         return exit_code(self.results)
+
+
+@dataclass
+class EntryChecks(_Judged):
+    """The install and file checks of the chosen entries (`verify` document)."""
+
+    results: list[Result | FileResult]  # the install checks, then the file checks
+    seconds: float
 
     def summary(self) -> dict[str, int]:
         return {v: sum(1 for r in self.results if r.verdict == v) for v in VERDICTS}
@@ -90,7 +96,7 @@ class Latest:
 
 
 @dataclass
-class Bounds:
+class Bounds(_Judged):
     """`--bounds`: every version bound bracketed on released files, read remotely (`bounds` document)."""
 
     matrix: str
@@ -99,10 +105,6 @@ class Bounds:
     requests: int
     bytes_read: int
 
-    @property
-    def exit_code(self) -> int:
-        return exit_code(self.results)
-
     def to_json(self) -> dict[str, object]:
         return {"schema": 1, "kind": "bounds", "matrix": self.matrix, "seconds": round(self.seconds, 1),
                 "requests": self.requests, "bytes_read": self.bytes_read, "summary": summary(self.results),
@@ -110,15 +112,11 @@ class Bounds:
 
 
 @dataclass
-class Stacks:
+class Stacks(_Judged):
     """`--stacks`: every known-good stack resolved by a real pip dry run (`stacks` document)."""
 
     matrix: str
     results: list[StackResult]
-
-    @property
-    def exit_code(self) -> int:
-        return exit_code(self.results)
 
     def to_json(self) -> dict[str, object]:
         return {"schema": 1, "kind": "stacks", "matrix": self.matrix, "stacks": [r.to_dict() for r in self.results]}

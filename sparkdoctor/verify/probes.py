@@ -20,7 +20,6 @@ VERSION_TIMEOUT = 20.0
 
 def run_probe(probe_id: str, python: Path, arch: str) -> tuple[str, str, dict[str, object]]:
     """(status, detail, versions) of one probe in one environment."""
-
     if probe_id in CUTEDSL_KERNELS:
         return _run_cutedsl(cutedsl, CUTEDSL_KERNELS[probe_id], python, arch)
 
@@ -28,16 +27,13 @@ def run_probe(probe_id: str, python: Path, arch: str) -> tuple[str, str, dict[st
     if probe is None:
         known = sorted([*CUTEDSL_KERNELS, *(p.id for p in kernels.load_probes())])
         return "error", f"unknown probe {probe_id!r} (known: {', '.join(known)})", {}
-    return _run_ptx(kernels, probe, python, arch)
-
-
-def _clean_env() -> dict[str, str]:
-    # The user's CuTe DSL / Python settings must not leak into a scratch environment's probe.
-    return {k: v for k, v in os.environ.items() if not k.startswith(("CUTE_DSL_", "PYTHON", "VIRTUAL_ENV", "PIP_"))}
+    return _run_ptx(probe, python, arch)
 
 
 def _run_cutedsl(cutedsl, kernel: str, python: Path, arch: str) -> tuple[str, str, dict[str, object]]:
-    result = proc.run([str(python), "-B", str(cutedsl.probe_script()), "--arch", arch, "--kernel", kernel], timeout=PROBE_TIMEOUT, env=_clean_env())
+    # The user's CuTe DSL / Python settings must not leak into a scratch environment's probe.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUTE_DSL_", "PYTHON", "VIRTUAL_ENV", "PIP_"))}
+    result = proc.run([str(python), "-B", str(cutedsl.probe_script()), "--arch", arch, "--kernel", kernel], timeout=PROBE_TIMEOUT, env=env)
     raw = cutedsl.interpret(kernel, arch, result)
     versions = dict(raw.get("dists") or {})
     if raw.get("bundled_cuda"):
@@ -52,7 +48,7 @@ def find_ptxas(python: Path) -> Path | None:
     return found[0] if found else None
 
 
-def _run_ptx(kernels, probe, python: Path, arch: str) -> tuple[str, str, dict[str, object]]:
+def _run_ptx(probe: kernels.Probe, python: Path, arch: str) -> tuple[str, str, dict[str, object]]:
     ptxas = find_ptxas(python)
     if ptxas is None:
         return "error", "no ptxas in this environment (install nvidia-cuda-nvcc or nvidia-cuda-nvcc-cu12)", {}

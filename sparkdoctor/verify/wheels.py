@@ -37,11 +37,6 @@ class WheelError(SparkdoctorError, RuntimeError):
     code = "verify-wheel"
 
 
-def wheel_root() -> Path:
-    override = os.environ.get("SPARKDOCTOR_WHEELS")
-    return Path(override) if override else cache_dir() / "wheels"
-
-
 def _cached(root: Path, name: str, version: str) -> Path | None:
     want = Version(version)
     for path in sorted(root.glob("*.whl")):
@@ -62,7 +57,7 @@ def _exactly(name: str, version: str) -> str:
 
 def wheel(package: str, version: str, root: Path | None = None) -> Path:
     """The wheel of `package==version`, from the cache or downloaded into it."""
-    root = root or wheel_root()
+    root = root or Path(os.environ.get("SPARKDOCTOR_WHEELS") or cache_dir() / "wheels")
     name = canonicalize_name(package)
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f".{name}-{version}.lock", "a") as lock:  # "a": a link there is never truncated through
