@@ -153,6 +153,40 @@ def test_a_conclusion_whose_ratio_is_no_finite_number_is_broken(tmp_path, ratio)
     assert item["state"] == "broken" and "finite numbers" in item["reasons"][0], item
 
 
+def _drop(data, *path):
+    *keys, last = path
+    for key in keys:
+        data = data[key]
+    del data[last]
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda d: d["a"].update(drop=[1]), "workarounds it drops"),  # was an internal error in `conclusions` too
+    (lambda d: _drop(d, "levels", 0, "ratio", "verdict"), "with a verdict"),
+    (lambda d: _drop(d, "levels", 0, "concurrency"), "with a concurrency"),
+    (lambda d: d["levels"][0].update(ratio=None), "with a concurrency and ratios"),
+    (lambda d: d["levels"][0]["ratio"].update(ci_low=0), "positive finite"),
+    (lambda d: d.update(pairs=10**6), "'pairs'"),
+    (lambda d: d.update(pairs="3"), "'pairs'"),
+    (lambda d: d.update(min_effect="0.02"), "'min_effect'")])
+def test_a_conclusion_rerun_cannot_set_against_new_numbers_is_broken(tmp_path, change, words):
+    """What rerun reads from a stored conclusion once it has launched (each level's ratio and verdict, the pairs
+    to launch, the min-effect) was not shape-checked: a level without its verdict was `stale`, and `rerun` launched
+    both arms, stored their runs and ended in an internal error (KeyError 'verdict') with no conclusion recorded;
+    `pairs: 1000000` would have launched two million servers. Such a row is broken now, named, and never re-run."""
+    path = ledger_with_conclusion(tmp_path)
+    with Ledger(path) as led:
+        (first,) = store.latest(led)
+    data = json.loads(json.dumps(first.data))
+    change(data)
+    damage(path, "UPDATE conclusions SET data_json = ? WHERE id = 1", json.dumps(data))
+    for args in (("conclusions",), ("rerun", "--dry-run", "--format", "json")):
+        p = cli(*args, "--ledger", path)
+        assert p.returncode == 0 and "internal error" not in p.stderr, (args, p.stderr)
+    (item,) = json.loads(cli("conclusions", "--ledger", path, "--format", "json").stdout)["conclusions"]
+    assert item["state"] == "broken" and words in item["reasons"][0], item
+
+
 @pytest.mark.parametrize("run_id", [2**63, -(2**63) - 1, 10**30])
 def test_a_conclusion_whose_run_id_no_ledger_holds_is_broken_not_an_internal_error(tmp_path, run_id):
     """An integer past SQLite's 64 bits was a run id to the shape check and an OverflowError when its runs were looked
