@@ -155,3 +155,23 @@ def test_markup_in_a_recipe_name_is_text_in_the_plots():
                                 "ratio": 1.0, "low": 0.9, "high": 1.1, "verdict": evil}])
     figures = json.dumps([decode_figure(tl), correctness_figure(tl), ratio_figure(tl)])
     assert "<a " not in figures and "<span" not in figures and "&lt;a href=" in figures
+
+
+def test_markup_in_a_ledger_time_is_text_in_the_page(tmp_path):
+    """A row's created_at is the plots' x value (and the hover's): it went into the figures as it was stored, so a
+    ledger whose times hold markup put a link (`<a href>`) on the time axis of the decode and correctness plots. It is
+    escaped now, like every other string from the ledger; an ISO time reads the same escaped."""
+    import sqlite3
+
+    ledger = tmp_path / "l.sqlite"
+    build(ledger, 6)
+    evil = "<a href='https://example.invalid/x'>click</a>"
+    db = sqlite3.connect(ledger)
+    db.execute("UPDATE runs SET created_at = ? WHERE id % 2 = 0", (evil,))
+    db.commit()
+    db.close()
+    p = cli("history", "--html", tmp_path / "h.html", "--ledger", ledger, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    page = (tmp_path / "h.html").read_text()
+    shown = [page[max(0, i - 40):i] for i in range(len(page)) if page.startswith("example.invalid", i)]
+    assert shown and all("&lt;a href=" in before and "\\u003ca" not in before for before in shown), shown
