@@ -72,6 +72,14 @@ def _json(text: object) -> object:
         return None
 
 
+def _text(value: object) -> str:
+    """A TEXT column as text ("" for NULL): SQLite keeps whatever was stored, a BLOB too (bytes, which no str sorts
+    against)."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
 def read(db: sqlite3.Connection) -> Timeline:
     tl = Timeline()
     last: dict[str, tuple[int, str]] = {}  # recipe -> (run id, fingerprint) of its previous run
@@ -79,6 +87,7 @@ def read(db: sqlite3.Connection) -> Timeline:
     for rid, created, recipe, fingerprint, comparison, arm, summary in db.execute(
             "SELECT id, created_at, recipe_name, fingerprint, comparison_id, arm, summary_json FROM runs ORDER BY id"):
         doc = _json(summary)
+        created, recipe, fingerprint, arm = map(_text, (created, recipe, fingerprint, arm))
         if not isinstance(doc, dict):
             tl.damaged += 1
             continue
@@ -100,6 +109,7 @@ def read(db: sqlite3.Connection) -> Timeline:
     for cid, created, a, b, status, result in db.execute(
             "SELECT id, created_at, a_label, b_label, status, result_json FROM comparisons ORDER BY id"):
         doc = _json(result)
+        created, a, b, status = map(_text, (created, a, b, status))
         for level in (doc or {}).get("levels") or [] if isinstance(doc, dict) else []:
             ratio = level.get("ratio") if isinstance(level, dict) else None
             if isinstance(ratio, dict) and isinstance(ratio.get("ratio"), (int, float)):
@@ -110,7 +120,7 @@ def read(db: sqlite3.Connection) -> Timeline:
     for cid, name, created, outcome, data in db.execute(
             "SELECT id, name, created_at, outcome, data_json FROM conclusions ORDER BY id"):
         doc = _json(data)
-        tl.conclusions.append({"id": cid, "name": name, "created_at": created, "outcome": outcome or "recorded",
+        tl.conclusions.append({"id": cid, "name": _text(name), "created_at": _text(created), "outcome": _text(outcome) or "recorded",
                                "verdict": doc.get("verdict") if isinstance(doc, dict) else "(damaged)"})
     if tl.runs:
         row = db.execute("SELECT facts_json FROM runs WHERE id = ?", (tl.runs[-1]["id"],)).fetchone()

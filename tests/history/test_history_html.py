@@ -175,3 +175,21 @@ def test_markup_in_a_ledger_time_is_text_in_the_page(tmp_path):
     page = (tmp_path / "h.html").read_text()
     shown = [page[max(0, i - 40):i] for i in range(len(page)) if page.startswith("example.invalid", i)]
     assert shown and all("&lt;a href=" in before and "\\u003ca" not in before for before in shown), shown
+
+
+def test_a_recipe_name_stored_as_bytes_is_text_not_an_internal_error(tmp_path):
+    """SQLite keeps a BLOB in a TEXT column: a run whose recipe_name was bytes (X'ff3c623e', not even UTF-8) made the
+    recipes unsortable, and `history --html` ended in an internal error (TypeError: bytes < str) where `history`
+    listed the ledger. It is read as text now, escaped like any other name."""
+    import sqlite3
+
+    ledger = tmp_path / "l.sqlite"
+    build(ledger, 6)
+    db = sqlite3.connect(ledger)
+    db.execute("UPDATE runs SET recipe_name = X'ff3c623e' WHERE id = 2")
+    db.commit()
+    db.close()
+    p = cli("history", "--html", tmp_path / "h.html", "--ledger", ledger, cwd=tmp_path)
+    assert p.returncode == 0 and "internal error" not in p.stderr, p.stderr
+    page = (tmp_path / "h.html").read_text()
+    assert '"name":"\\ufffd&lt;b&gt;"' in page and '"runs": 6' in page
