@@ -11,7 +11,6 @@ from pathlib import Path
 from sparkdoctor.files import write_cache_entry
 from sparkdoctor.kernels.assemble import CACHE_VERSION, Job, job_key, new_record
 
-
 JOB_FIELDS = frozenset({"ptxas", "ptxas_version", "ptxas_source", "used_by", "arch", "purpose", "setting"})  # new_record's
 
 
