@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 from sparkdoctor.ledger.compare import toolchain_changes
+from sparkdoctor.ledger.store import number
 
 
 class Run(TypedDict):
@@ -96,7 +97,7 @@ def read(db: sqlite3.Connection) -> Timeline:
         checked = doc.get("correctness")
         verdict = checked.get("verdict") if isinstance(checked, dict) else None
         run: Run = {"id": rid, "created_at": created, "recipe": recipe or "(url)", "fingerprint": fingerprint,
-               "tps": tps if isinstance(tps, (int, float)) else None, "comparison": comparison, "arm": arm,
+               "tps": tps if number(tps, False) else None, "comparison": comparison, "arm": arm,
                "correctness": verdict if isinstance(verdict, str) else None}
         tl.runs.append(run)
         before = last.get(run["recipe"])
@@ -112,10 +113,12 @@ def read(db: sqlite3.Connection) -> Timeline:
         created, a, b, status = map(_text, (created, a, b, status))
         for level in (doc or {}).get("levels") or [] if isinstance(doc, dict) else []:
             ratio = level.get("ratio") if isinstance(level, dict) else None
-            if isinstance(ratio, dict) and isinstance(ratio.get("ratio"), (int, float)):
+            # finite numbers only (ledger.store.number): a 401-digit bound was an OverflowError in the error bars
+            if isinstance(ratio, dict) and number(ratio.get("ratio"), False):
+                low, high = (ratio.get(k) if number(ratio.get(k)) else None for k in ("ci_low", "ci_high"))
                 tl.comparisons.append({"id": cid, "created_at": created, "a": a, "b": b, "status": status,
                                        "concurrency": level.get("concurrency"), "ratio": ratio["ratio"],
-                                       "low": ratio.get("ci_low"), "high": ratio.get("ci_high"),
+                                       "low": low, "high": high,
                                        "verdict": ratio.get("verdict")})
     for cid, name, created, outcome, data in db.execute(
             "SELECT id, name, created_at, outcome, data_json FROM conclusions ORDER BY id"):

@@ -193,3 +193,26 @@ def test_a_recipe_name_stored_as_bytes_is_text_not_an_internal_error(tmp_path):
     assert p.returncode == 0 and "internal error" not in p.stderr, p.stderr
     page = (tmp_path / "h.html").read_text()
     assert '"name":"\\ufffd&lt;b&gt;"' in page and '"runs": 6' in page
+
+
+def test_figures_that_are_no_finite_numbers_are_left_out_not_an_internal_error(tmp_path):
+    """A comparison whose stored CI bound was a 401-digit integer (valid JSON) ended `history --html` in an internal
+    error (OverflowError in the error bars' arithmetic). A bound, a ratio or a headline that is no finite number (a
+    huge integer, true) is now not drawn, as a missing one is."""
+    import sqlite3
+
+    ledger = tmp_path / "l.sqlite"
+    build(ledger, 6)
+    big = "1" + "0" * 400
+    db = sqlite3.connect(ledger)
+    db.execute("UPDATE comparisons SET result_json = ? WHERE id = 1", ('{"levels": [{"concurrency": 1, "ratio": {"ratio": '
+               f'1.1, "ci_low": 1.02, "ci_high": {big}, "verdict": "faster"}}}}, {{"concurrency": 4, "ratio": {{"ratio": {big}, '
+               '"ci_low": 1, "ci_high": 2, "verdict": "faster"}}]}',))
+    db.execute("UPDATE runs SET summary_json = ? WHERE id IN (1, 2)", (f'{{"headline": {{"decode_tps_per_stream": {big}}}}}',))
+    db.execute("UPDATE runs SET summary_json = ? WHERE id = 3", ('{"headline": {"decode_tps_per_stream": true}}',))
+    db.commit()
+    db.close()
+    p = cli("history", "--html", tmp_path / "h.html", "--ledger", ledger, cwd=tmp_path)
+    assert p.returncode == 0 and "internal error" not in p.stderr, p.stderr
+    meta = json.loads(re.search(r"<script type='application/json' id='sd-meta'>(.*?)</script>", (tmp_path / "h.html").read_text()).group(1))
+    assert meta["runs"] == 6 and meta["runs_with_headline"] == 3, meta
