@@ -69,7 +69,7 @@ class Timeline:
 def _json(text: object) -> object:
     try:
         return json.loads(text) if isinstance(text, (str, bytes)) and text else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # as ledger.store.decode: not text, not JSON, nested too deep
         return None
 
 

@@ -216,3 +216,24 @@ def test_figures_that_are_no_finite_numbers_are_left_out_not_an_internal_error(t
     assert p.returncode == 0 and "internal error" not in p.stderr, p.stderr
     meta = json.loads(re.search(r"<script type='application/json' id='sd-meta'>(.*?)</script>", (tmp_path / "h.html").read_text()).group(1))
     assert meta["runs"] == 6 and meta["runs_with_headline"] == 3, meta
+
+
+def test_json_nested_deeper_than_python_reads_is_a_damaged_row(tmp_path):
+    """A ledger column of 200,000 nested brackets is JSON Python cannot read (RecursionError, which is no ValueError):
+    `history` and `conclusions` counted such a row as damaged, `history --html` ended in an internal error."""
+    import sqlite3
+
+    ledger = tmp_path / "l.sqlite"
+    build(ledger, 6)
+    deep = "[" * 200_000 + "]" * 200_000
+    db = sqlite3.connect(ledger)
+    db.execute("UPDATE runs SET summary_json = ? WHERE id = 3", (deep,))
+    db.execute("UPDATE runs SET fingerprint = 'other', facts_json = ? WHERE id = 4", (deep,))
+    db.execute("UPDATE comparisons SET result_json = ?", (deep,))
+    db.execute("UPDATE conclusions SET data_json = ?", (deep,))
+    db.commit()
+    db.close()
+    p = cli("history", "--html", tmp_path / "h.html", "--ledger", ledger, cwd=tmp_path)
+    assert p.returncode == 0 and "internal error" not in p.stderr, p.stderr
+    page = (tmp_path / "h.html").read_text()
+    assert "1 damaged rows left out" in page and '"runs": 5' in page and "(damaged)" in page
