@@ -237,3 +237,20 @@ def test_json_nested_deeper_than_python_reads_is_a_damaged_row(tmp_path):
     assert p.returncode == 0 and "internal error" not in p.stderr, p.stderr
     page = (tmp_path / "h.html").read_text()
     assert "1 damaged rows left out" in page and '"runs": 5' in page and "(damaged)" in page
+
+
+def test_a_ledger_sqlite_cannot_read_is_one_line_exit_5(tmp_path):
+    """A current-schema ledger missing a table (dropped by hand, or by another program): `history` says what it can,
+    `history --html` ended in an internal error (sqlite3.OperationalError, exit 2). It is one line, exit 5 now, as a
+    ledger that cannot be read is everywhere (README's exit codes)."""
+    import sqlite3
+
+    ledger = tmp_path / "l.sqlite"
+    build(ledger, 4)
+    db = sqlite3.connect(ledger)
+    db.execute("DROP TABLE conclusions")
+    db.commit()
+    db.close()
+    p = cli("history", "--html", tmp_path / "h.html", "--ledger", ledger, cwd=tmp_path)
+    assert p.returncode == 5 and p.stderr.count("\n") == 1 and "no such table: conclusions" in p.stderr, p.stderr
+    assert "internal error" not in p.stderr and not (tmp_path / "h.html").exists()
