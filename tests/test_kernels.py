@@ -624,3 +624,35 @@ def test_h100_evidence_collector_verified_fp8_and_only_compiled_fp4(name):
         for r in facts[pid]["runs"]:
             assert r["compiled"] is True and r["ran"] is None and r["verified"] is None
             assert r["run_note"] == "compiled, not run: no sm_121a GPU here"
+
+
+def test_a_cache_entry_cannot_rename_the_ptxas_or_the_arch_it_answers_for(tmp_path):
+    """A cached record was merged whole into the job's: an entry whose `arch` was not a string ended `check` in an
+    internal error (TypeError in the console's join), and one naming another ptxas or arch was shown as if that had
+    compiled. What a job is (its ptxas, arch, purpose) stays the job's; an entry says only what happened. Real
+    `sparkdoctor check` runs, the cache written by the first and edited as a hand or another program would."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    env.update(SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"), SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"), COLUMNS="200",
+               PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+
+    def check(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--arch", "sm_121a", *args], env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+
+    first = check("--format", "json")
+    assert first.returncode in (0, 1), first.stderr
+    entries = sorted((tmp_path / "cache" / "kernels").glob("*.json"))
+    assert entries
+    for entry in entries:
+        body = json.loads(entry.read_text())
+        body["record"].update(arch=1, ptxas="/elsewhere/ptxas")
+        entry.write_text(json.dumps(body))
+    shown = check()
+    assert shown.returncode in (0, 1) and "internal error" not in shown.stderr, shown.stderr
+    again = check("--format", "json")
+    assert again.returncode in (0, 1) and "internal error" not in again.stderr, again.stderr
+    runs = [r for e in json.loads(again.stdout)["facts"]["kernels"].values() for r in e.get("runs") or []]
+    assert runs and any(r["cached"] for r in runs)
+    assert all(r["arch"] == "sm_121a" and r["ptxas"] != "/elsewhere/ptxas" for r in runs), runs

@@ -6,6 +6,7 @@ it the command says how to get it, in one line (exit 2)."""
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,10 +39,14 @@ def write_html(led: Ledger, name: str) -> HistoryPage:
     except ImportError:
         raise UsageError("--html needs plotly, which is optional: pip install 'sparkdoctor-gb10[html]' (or pip install plotly)") from None
     from sparkdoctor.files import OutputError, write_text
+    from sparkdoctor.ledger.schema import LedgerError, hint
     from sparkdoctor.ledger.timeline import read
     from sparkdoctor.views.history_html import render_page
 
-    timeline = read(led.db)
+    try:
+        timeline = read(led.db)
+    except sqlite3.Error as exc:  # a table gone, a damaged page: one line, exit 5, as `history` says it
+        raise LedgerError(f"ledger {led.path}: {exc}{hint(exc)}") from None
     page = render_page(timeline, _latest_findings(timeline.latest_facts), str(led.path))
     try:
         write_text(path, page)

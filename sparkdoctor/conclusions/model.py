@@ -92,9 +92,10 @@ def shape_problem(data: object) -> str | None:
         return f"data_json is a JSON {type(data).__name__}, not an object"
     for arm in ("a", "b"):
         value = data.get(arm)
+        drop = value.get("drop", []) if isinstance(value, dict) else None
         if not (isinstance(value, dict) and isinstance(value.get("path"), str) and isinstance(value.get("label"), str)
-                and isinstance(value.get("drop", []), list)):
-            return f"arm {arm!r} is not an object with a path and a label"
+                and isinstance(drop, list) and all(isinstance(key, str) for key in drop)):
+            return f"arm {arm!r} is not an object with a path, a label and the workarounds it drops (strings)"
     for key, kind in (("runs", list), ("fingerprints", str), ("recipe_hashes", str)):
         value = data.get(key)
         if not (isinstance(value, dict) and all(isinstance(value.get(arm), kind) for arm in ("A", "B"))):
@@ -104,9 +105,17 @@ def shape_problem(data: object) -> str | None:
     levels = data.get("levels") or []
     for level in levels if isinstance(levels, list) else [None]:
         ratio = level.get("ratio") if isinstance(level, dict) else None
-        if not (isinstance(level, dict) and number(level.get("concurrency", 0), False)
-                and (ratio is None or (isinstance(ratio, dict) and all(number(ratio.get(k), False) for k in ("ratio", "ci_low", "ci_high"))))):
-            return "'levels' is not a list of levels with numeric ratios (finite numbers)"
+        # rerun sets each level's ratio and verdict against the new ones, after it has launched: all of it is checked here
+        if not (isinstance(level, dict) and number(level.get("concurrency"), False) and isinstance(ratio, dict)
+                and all(number(ratio.get(k), False) and ratio[k] > 0 for k in ("ratio", "ci_low", "ci_high"))
+                and isinstance(ratio.get("verdict"), str)):
+            return "'levels' is not a list of levels with a concurrency and ratios (positive finite numbers) with a verdict"
+    pairs, runs_a = data.get("pairs"), len(data["runs"]["A"])
+    if pairs is not None and not (type(pairs) is int and 1 <= pairs <= runs_a):  # rerun launches 2 x pairs servers
+        return f"'pairs' is not a whole number from 1 to the {runs_a} run(s) of arm A"
+    min_effect = data.get("min_effect")
+    if min_effect is not None and not (number(min_effect, False) and 0 <= min_effect < 1):
+        return "'min_effect' is not a fraction between 0 and 1"
     for key in ("sets", "workload"):
         if not isinstance(data.get(key) or {}, dict):
             return f"{key!r} is not an object"

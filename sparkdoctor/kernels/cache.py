@@ -11,6 +11,8 @@ from pathlib import Path
 from sparkdoctor.files import write_cache_entry
 from sparkdoctor.kernels.assemble import CACHE_VERSION, Job, job_key, new_record
 
+JOB_FIELDS = frozenset({"ptxas", "ptxas_version", "ptxas_source", "used_by", "arch", "purpose", "setting"})  # new_record's
+
 
 class Cache:
     def __init__(self, root: Path | None, read: bool) -> None:
@@ -45,8 +47,8 @@ class Cache:
             hit = self.get(job.key)
             if hit is None:
                 pending.append(job)
-            else:
-                job.record.update(hit[0], cached=True)
+            else:  # what the job is (its ptxas, arch, purpose) stays the job's own: an entry says only what happened
+                job.record.update({k: v for k, v in hit[0].items() if k not in JOB_FIELDS}, cached=True)
         return pending
 
     def store(self, jobs: list[Job]) -> None:

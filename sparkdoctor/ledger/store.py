@@ -70,6 +70,10 @@ def _level_problem(level: Mapping[str, object]) -> str | None:
         est = client.get(key)
         if not (est is None or (isinstance(est, dict) and all(number(est.get(k)) for k in ("median", "ci_low", "ci_high")))):
             return f"{where}: client {key} is not an estimate of numbers"
+    for key in ("round_output_tps", "round_output_tokens", "round_wall_s"):  # rerun and A/B read the rounds as numbers
+        rounds = level.get(key, [])
+        if not (isinstance(rounds, list) and all(number(v, False) for v in rounds)):
+            return f"{where}: {key} is not a list of numbers"
     ttft = server.get("ttft_s")
     if not all(number(v) for v in (client.get("output_tps_pooled"), client.get("burst_share"), server.get("decode_tps_per_stream"),
                                    ttft.get("mean") if isinstance(ttft, dict) else ttft)):
@@ -85,6 +89,11 @@ def levels_problem(summary: Mapping[str, object]) -> str | None:
     for level in levels:
         if problem := _level_problem(level):
             return problem
+    load = summary.get("load")
+    index = load.get("index") if isinstance(load, dict) else None
+    if load is not None and not (isinstance(load, dict) and (not index or (
+            isinstance(index, dict) and all(number(index.get(k), False) for k in ("cpus", "other_cpus", "gpu_other_mib"))))):
+        return "summary_json load is not an object whose index holds numbers (cpus, other_cpus, gpu_other_mib)"
     head = summary.get("headline")
     if head is not None and not (isinstance(head, dict) and number(head.get("decode_tps_per_stream"))
                                  and type(head.get("concurrency", 0)) is int and isinstance(head.get("source", ""), str)):

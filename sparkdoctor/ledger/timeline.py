@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 from sparkdoctor.ledger.compare import toolchain_changes
+from sparkdoctor.ledger.store import number
 
 
 class Run(TypedDict):
@@ -68,8 +69,16 @@ class Timeline:
 def _json(text: object) -> object:
     try:
         return json.loads(text) if isinstance(text, (str, bytes)) and text else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # as ledger.store.decode: not text, not JSON, nested too deep
         return None
+
+
+def _text(value: object) -> str:
+    """A TEXT column as text ("" for NULL): SQLite keeps whatever was stored, a BLOB too (bytes, which no str sorts
+    against)."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def read(db: sqlite3.Connection) -> Timeline:
@@ -79,6 +88,7 @@ def read(db: sqlite3.Connection) -> Timeline:
     for rid, created, recipe, fingerprint, comparison, arm, summary in db.execute(
             "SELECT id, created_at, recipe_name, fingerprint, comparison_id, arm, summary_json FROM runs ORDER BY id"):
         doc = _json(summary)
+        created, recipe, fingerprint, arm = map(_text, (created, recipe, fingerprint, arm))
         if not isinstance(doc, dict):
             tl.damaged += 1
             continue
@@ -87,7 +97,7 @@ def read(db: sqlite3.Connection) -> Timeline:
         checked = doc.get("correctness")
         verdict = checked.get("verdict") if isinstance(checked, dict) else None
         run: Run = {"id": rid, "created_at": created, "recipe": recipe or "(url)", "fingerprint": fingerprint,
-               "tps": tps if isinstance(tps, (int, float)) else None, "comparison": comparison, "arm": arm,
+               "tps": tps if number(tps, False) else None, "comparison": comparison, "arm": arm,
                "correctness": verdict if isinstance(verdict, str) else None}
         tl.runs.append(run)
         before = last.get(run["recipe"])
@@ -100,17 +110,20 @@ def read(db: sqlite3.Connection) -> Timeline:
     for cid, created, a, b, status, result in db.execute(
             "SELECT id, created_at, a_label, b_label, status, result_json FROM comparisons ORDER BY id"):
         doc = _json(result)
+        created, a, b, status = map(_text, (created, a, b, status))
         for level in (doc or {}).get("levels") or [] if isinstance(doc, dict) else []:
             ratio = level.get("ratio") if isinstance(level, dict) else None
-            if isinstance(ratio, dict) and isinstance(ratio.get("ratio"), (int, float)):
+            # finite numbers only (ledger.store.number): a 401-digit bound was an OverflowError in the error bars
+            if isinstance(ratio, dict) and number(ratio.get("ratio"), False):
+                low, high = (ratio.get(k) if number(ratio.get(k)) else None for k in ("ci_low", "ci_high"))
                 tl.comparisons.append({"id": cid, "created_at": created, "a": a, "b": b, "status": status,
                                        "concurrency": level.get("concurrency"), "ratio": ratio["ratio"],
-                                       "low": ratio.get("ci_low"), "high": ratio.get("ci_high"),
+                                       "low": low, "high": high,
                                        "verdict": ratio.get("verdict")})
     for cid, name, created, outcome, data in db.execute(
             "SELECT id, name, created_at, outcome, data_json FROM conclusions ORDER BY id"):
         doc = _json(data)
-        tl.conclusions.append({"id": cid, "name": name, "created_at": created, "outcome": outcome or "recorded",
+        tl.conclusions.append({"id": cid, "name": _text(name), "created_at": _text(created), "outcome": _text(outcome) or "recorded",
                                "verdict": doc.get("verdict") if isinstance(doc, dict) else "(damaged)"})
     if tl.runs:
         row = db.execute("SELECT facts_json FROM runs WHERE id = ?", (tl.runs[-1]["id"],)).fetchone()

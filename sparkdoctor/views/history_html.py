@@ -53,12 +53,12 @@ def decode_figure(tl: Timeline) -> dict[str, object]:
     traces = []
     for recipe in sorted({r["recipe"] for r in tl.runs}):
         runs = [r for r in tl.runs if r["recipe"] == recipe and r["tps"] is not None]
-        traces.append({"type": "scatter", "mode": "lines+markers", "name": _esc(recipe), "x": [r["created_at"] for r in runs],
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": _esc(recipe), "x": [_esc(r["created_at"]) for r in runs],
                        "y": [r["tps"] for r in runs], "marker": {"size": 5},
                        "text": [_esc(f"run {r['id']} · toolchain {str(r['fingerprint'])[:12]}" + (f" · arm {r['arm']}" if r["arm"] else ""))
                                 for r in runs], "hoverinfo": "x+y+text+name"})
     marked = [c for c in tl.changes if c["tps"] is not None]
-    traces.append({"type": "scatter", "mode": "markers", "name": "toolchain changed", "x": [c["created_at"] for c in marked],
+    traces.append({"type": "scatter", "mode": "markers", "name": "toolchain changed", "x": [_esc(c["created_at"]) for c in marked],
                    "y": [c["tps"] for c in marked], "marker": {"symbol": "x", "size": 11, "color": "black"},
                    "text": [_esc(f"{c['recipe']}, run {c['run']}: ") + "<br>".join(_esc(w) for w in c["what"][:8]) for c in marked],
                    "hoverinfo": "x+text"})
@@ -75,7 +75,7 @@ def correctness_figure(tl: Timeline) -> dict[str, object]:
     traces = []
     for verdict in [*known, *other]:
         runs = [r for r in tl.runs if r["correctness"] == verdict]
-        traces.append({"type": "scatter", "mode": "markers", "name": _esc(verdict), "x": [r["created_at"] for r in runs],
+        traces.append({"type": "scatter", "mode": "markers", "name": _esc(verdict), "x": [_esc(r["created_at"]) for r in runs],
                        "y": [_esc(verdict)] * len(runs), "marker": {"size": 6, "color": VERDICT_COLOURS.get(verdict, "#9467bd")},
                        "text": [_esc(f"run {r['id']} · {r['recipe']}") for r in runs], "hoverinfo": "x+text+name"})
     return {"data": traces, "layout": {"title": {"text": "Correctness of the answers (the correctness gate), per run"},

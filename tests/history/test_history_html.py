@@ -155,3 +155,102 @@ def test_markup_in_a_recipe_name_is_text_in_the_plots():
                                 "ratio": 1.0, "low": 0.9, "high": 1.1, "verdict": evil}])
     figures = json.dumps([decode_figure(tl), correctness_figure(tl), ratio_figure(tl)])
     assert "<a " not in figures and "<span" not in figures and "&lt;a href=" in figures
+
+
+def test_markup_in_a_ledger_time_is_text_in_the_page(tmp_path):
+    """A row's created_at is the plots' x value (and the hover's): it went into the figures as it was stored, so a
+    ledger whose times hold markup put a link (`<a href>`) on the time axis of the decode and correctness plots. It is
+    escaped now, like every other string from the ledger; an ISO time reads the same escaped."""
+    import sqlite3
+
+    ledger = tmp_path / "l.sqlite"
+    build(ledger, 6)
+    evil = "<a href='https://example.invalid/x'>click</a>"
+    db = sqlite3.connect(ledger)
+    db.execute("UPDATE runs SET created_at = ? WHERE id % 2 = 0", (evil,))
+    db.commit()
+    db.close()
+    p = cli("history", "--html", tmp_path / "h.html", "--ledger", ledger, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    page = (tmp_path / "h.html").read_text()
+    shown = [page[max(0, i - 40):i] for i in range(len(page)) if page.startswith("example.invalid", i)]
+    assert shown and all("&lt;a href=" in before and "\\u003ca" not in before for before in shown), shown
+
+
+def test_a_recipe_name_stored_as_bytes_is_text_not_an_internal_error(tmp_path):
+    """SQLite keeps a BLOB in a TEXT column: a run whose recipe_name was bytes (X'ff3c623e', not even UTF-8) made the
+    recipes unsortable, and `history --html` ended in an internal error (TypeError: bytes < str) where `history`
+    listed the ledger. It is read as text now, escaped like any other name."""
+    import sqlite3
+
+    ledger = tmp_path / "l.sqlite"
+    build(ledger, 6)
+    db = sqlite3.connect(ledger)
+    db.execute("UPDATE runs SET recipe_name = X'ff3c623e' WHERE id = 2")
+    db.commit()
+    db.close()
+    p = cli("history", "--html", tmp_path / "h.html", "--ledger", ledger, cwd=tmp_path)
+    assert p.returncode == 0 and "internal error" not in p.stderr, p.stderr
+    page = (tmp_path / "h.html").read_text()
+    assert '"name":"\\ufffd&lt;b&gt;"' in page and '"runs": 6' in page
+
+
+def test_figures_that_are_no_finite_numbers_are_left_out_not_an_internal_error(tmp_path):
+    """A comparison whose stored CI bound was a 401-digit integer (valid JSON) ended `history --html` in an internal
+    error (OverflowError in the error bars' arithmetic). A bound, a ratio or a headline that is no finite number (a
+    huge integer, true) is now not drawn, as a missing one is."""
+    import sqlite3
+
+    ledger = tmp_path / "l.sqlite"
+    build(ledger, 6)
+    big = "1" + "0" * 400
+    db = sqlite3.connect(ledger)
+    db.execute("UPDATE comparisons SET result_json = ? WHERE id = 1", ('{"levels": [{"concurrency": 1, "ratio": {"ratio": '
+               f'1.1, "ci_low": 1.02, "ci_high": {big}, "verdict": "faster"}}}}, {{"concurrency": 4, "ratio": {{"ratio": {big}, '
+               '"ci_low": 1, "ci_high": 2, "verdict": "faster"}}]}',))
+    db.execute("UPDATE runs SET summary_json = ? WHERE id IN (1, 2)", (f'{{"headline": {{"decode_tps_per_stream": {big}}}}}',))
+    db.execute("UPDATE runs SET summary_json = ? WHERE id = 3", ('{"headline": {"decode_tps_per_stream": true}}',))
+    db.commit()
+    db.close()
+    p = cli("history", "--html", tmp_path / "h.html", "--ledger", ledger, cwd=tmp_path)
+    assert p.returncode == 0 and "internal error" not in p.stderr, p.stderr
+    meta = json.loads(re.search(r"<script type='application/json' id='sd-meta'>(.*?)</script>", (tmp_path / "h.html").read_text()).group(1))
+    assert meta["runs"] == 6 and meta["runs_with_headline"] == 3, meta
+
+
+def test_json_nested_deeper_than_python_reads_is_a_damaged_row(tmp_path):
+    """A ledger column of 200,000 nested brackets is JSON Python cannot read (RecursionError, which is no ValueError):
+    `history` and `conclusions` counted such a row as damaged, `history --html` ended in an internal error."""
+    import sqlite3
+
+    ledger = tmp_path / "l.sqlite"
+    build(ledger, 6)
+    deep = "[" * 200_000 + "]" * 200_000
+    db = sqlite3.connect(ledger)
+    db.execute("UPDATE runs SET summary_json = ? WHERE id = 3", (deep,))
+    db.execute("UPDATE runs SET fingerprint = 'other', facts_json = ? WHERE id = 4", (deep,))
+    db.execute("UPDATE comparisons SET result_json = ?", (deep,))
+    db.execute("UPDATE conclusions SET data_json = ?", (deep,))
+    db.commit()
+    db.close()
+    p = cli("history", "--html", tmp_path / "h.html", "--ledger", ledger, cwd=tmp_path)
+    assert p.returncode == 0 and "internal error" not in p.stderr, p.stderr
+    page = (tmp_path / "h.html").read_text()
+    assert "1 damaged rows left out" in page and '"runs": 5' in page and "(damaged)" in page
+
+
+def test_a_ledger_sqlite_cannot_read_is_one_line_exit_5(tmp_path):
+    """A current-schema ledger missing a table (dropped by hand, or by another program): `history` says what it can,
+    `history --html` ended in an internal error (sqlite3.OperationalError, exit 2). It is one line, exit 5 now, as a
+    ledger that cannot be read is everywhere (README's exit codes)."""
+    import sqlite3
+
+    ledger = tmp_path / "l.sqlite"
+    build(ledger, 4)
+    db = sqlite3.connect(ledger)
+    db.execute("DROP TABLE conclusions")
+    db.commit()
+    db.close()
+    p = cli("history", "--html", tmp_path / "h.html", "--ledger", ledger, cwd=tmp_path)
+    assert p.returncode == 5 and p.stderr.count("\n") == 1 and "no such table: conclusions" in p.stderr, p.stderr
+    assert "internal error" not in p.stderr and not (tmp_path / "h.html").exists()

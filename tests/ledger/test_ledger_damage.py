@@ -107,6 +107,25 @@ def test_a_run_whose_figures_are_not_numbers_is_damaged_not_an_internal_error(tm
     one_line_exit_5(cli("history", "2", "--ledger", path), "run 2 is damaged", words)
 
 
+@pytest.mark.parametrize("change, words", [
+    (lambda v: v["levels"][0].update(round_output_tps=["x"]), "round_output_tps is not a list of numbers"),
+    (lambda v: v["levels"][0].update(round_wall_s=5), "round_wall_s is not a list of numbers"),
+    (lambda v: v.update(load={"index": {"cpus": "x", "other_cpus": 0.1, "gpu_other_mib": 0}}), "load is not an object"),
+    (lambda v: v.update(load=[1]), "load is not an object")])
+def test_a_run_rerun_reads_the_rounds_or_load_of_is_damaged_and_its_conclusion_broken(tmp_path, change, words):
+    """rerun reads the old runs' rounds (each arm's regression) and load index (was the machine as busy) only after it
+    has launched both arms: a round that was a string or an index whose cpus was a string passed the damage check,
+    and `rerun` launched, stored two runs, then ended in an internal error (TypeError) with nothing recorded. The run
+    is damaged now, and its conclusion broken, before anything is launched."""
+    path = ledger_with_conclusion(tmp_path)
+    _set(path, "summary_json", 2, change)
+    p = cli("conclusions", "--ledger", path, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    (item,) = json.loads(p.stdout)["conclusions"]
+    assert item["state"] == "broken" and "run 2 (arm B) is damaged" in item["reasons"][0], item
+    assert words in item["reasons"][0], item
+
+
 def test_damaged_samples_are_named_and_the_run_is_not_shown_as_whole(tmp_path):
     path = ledger_with_conclusion(tmp_path)
     damage(path, "UPDATE samples SET sample_json = '{' WHERE run_id = 3 AND idx = 1")
@@ -151,6 +170,40 @@ def test_a_conclusion_whose_ratio_is_no_finite_number_is_broken(tmp_path, ratio)
         assert p.returncode == 0 and "internal error" not in p.stderr, (args, p.stderr)
     (item,) = json.loads(cli("conclusions", "--ledger", path, "--format", "json").stdout)["conclusions"]
     assert item["state"] == "broken" and "finite numbers" in item["reasons"][0], item
+
+
+def _drop(data, *path):
+    *keys, last = path
+    for key in keys:
+        data = data[key]
+    del data[last]
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda d: d["a"].update(drop=[1]), "workarounds it drops"),  # was an internal error in `conclusions` too
+    (lambda d: _drop(d, "levels", 0, "ratio", "verdict"), "with a verdict"),
+    (lambda d: _drop(d, "levels", 0, "concurrency"), "with a concurrency"),
+    (lambda d: d["levels"][0].update(ratio=None), "with a concurrency and ratios"),
+    (lambda d: d["levels"][0]["ratio"].update(ci_low=0), "positive finite"),
+    (lambda d: d.update(pairs=10**6), "'pairs'"),
+    (lambda d: d.update(pairs="3"), "'pairs'"),
+    (lambda d: d.update(min_effect="0.02"), "'min_effect'")])
+def test_a_conclusion_rerun_cannot_set_against_new_numbers_is_broken(tmp_path, change, words):
+    """What rerun reads from a stored conclusion once it has launched (each level's ratio and verdict, the pairs
+    to launch, the min-effect) was not shape-checked: a level without its verdict was `stale`, and `rerun` launched
+    both arms, stored their runs and ended in an internal error (KeyError 'verdict') with no conclusion recorded;
+    `pairs: 1000000` would have launched two million servers. Such a row is broken now, named, and never re-run."""
+    path = ledger_with_conclusion(tmp_path)
+    with Ledger(path) as led:
+        (first,) = store.latest(led)
+    data = json.loads(json.dumps(first.data))
+    change(data)
+    damage(path, "UPDATE conclusions SET data_json = ? WHERE id = 1", json.dumps(data))
+    for args in (("conclusions",), ("rerun", "--dry-run", "--format", "json")):
+        p = cli(*args, "--ledger", path)
+        assert p.returncode == 0 and "internal error" not in p.stderr, (args, p.stderr)
+    (item,) = json.loads(cli("conclusions", "--ledger", path, "--format", "json").stdout)["conclusions"]
+    assert item["state"] == "broken" and words in item["reasons"][0], item
 
 
 @pytest.mark.parametrize("run_id", [2**63, -(2**63) - 1, 10**30])
