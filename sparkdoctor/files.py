@@ -10,9 +10,13 @@ every file a later stage writes; it imports nothing of sparkdoctor, so anything 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import stat
+import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from sparkdoctor.errors import UsageError
@@ -22,6 +26,61 @@ class OutputError(UsageError, OSError):
     """The report or file cannot be written; the message is one line saying why."""
 
     code = "output"
+
+
+class LockedError(UsageError):
+    """Another run holds the lock on a file or folder sparkdoctor writes, past the wait (exit 2)."""
+
+    code = "locked"
+
+
+def lock_holder(fd: int) -> str:
+    """Who holds the flock on the file open at `fd`: "pid N (its command line)", from /proc/locks; else "another run"."""
+    st = os.fstat(fd)
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == dev and fields[4].isdigit() and fields[4] != "0":
+                with contextlib.suppress(OSError):
+                    cmd = Path(f"/proc/{fields[4]}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                    return f"pid {fields[4]} ({cmd[:120]})"
+                return f"pid {fields[4]}"
+    return "another run"
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path, what: str) -> Iterator[None]:
+    """Hold flock(LOCK_EX) on `folder` itself (no file is added to it) while `what` writes into it.
+
+    Another sparkdoctor run holding it is waited for, up to $SPARKDOCTOR_LOCK_WAIT seconds (default 60; said once
+    on stderr), then LockedError names the run that holds it."""
+    try:
+        wait = float(os.environ.get("SPARKDOCTOR_LOCK_WAIT", "60"))
+    except ValueError:
+        raise UsageError(f"SPARKDOCTOR_LOCK_WAIT={os.environ['SPARKDOCTOR_LOCK_WAIT']}: give seconds, e.g. 60") from None
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise OutputError(f"{what}: {folder}: {exc.strerror or exc}") from None
+    try:
+        deadline, said = time.monotonic() + wait, False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = lock_holder(fd)
+                if time.monotonic() >= deadline:
+                    raise LockedError(f"{what}: {folder} is locked by {holder}, still running after {wait:g} s "
+                                      "($SPARKDOCTOR_LOCK_WAIT); nothing was written") from None
+                if not said:
+                    print(f"sparkdoctor: {what}: waiting for {holder}, which is writing {folder}", file=sys.stderr, flush=True)
+                    said = True
+                time.sleep(0.2)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _umask() -> int:

@@ -9,6 +9,8 @@ An edit whose FROM text is not where the proposal says is skipped and said; the 
 ordinary loader afterwards, so an edit that made the matrix unreadable is undone file by file. Each file is
 replaced atomically (files.write_text): a full disk or a kill mid-write never leaves a matrix file cut short
 (a cut between two entries would still load, one entry fewer), and a write that fails undoes the others.
+Two runs on one folder (cron, CI and a terminal) take turns: each reads, edits, loads and undoes under a lock on
+the folder (files.folder_lock), so neither overwrites the other's edits with a copy read before them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from sparkdoctor.files import OutputError, write_text
+from sparkdoctor.files import OutputError, folder_lock, write_text
 from sparkdoctor.matrix import MatrixError, load
 
 
@@ -41,43 +43,43 @@ def _swap(text: str, start: int, end: int, key: str, old: str | None, new: str) 
 
 def apply_proposals(doc: dict[str, Any], folder: Path) -> tuple[list[str], list[str]]:
     """(applied, skipped) lines for each proposal of a `matrix track` JSON document, written into `folder`."""
-
-    applied, skipped = [], []
-    originals: dict[Path, str] = {}
-    for p in doc.get("proposals") or []:
-        path = folder / Path(str(p.get("file", ""))).name
-        if not path.is_file():
-            skipped.append(f"{p.get('field')}: {path} is not in {folder}")
-            continue
-        text = path.read_text()
-        field, old, new = str(p["field"]), p.get("from"), str(p["to"])
-        if field == "tracked_on":
-            out = (_swap(text, 0, len(text), "tracked_on", old, new) if old else
-                   re.sub(r"^\[tracked\]", f'tracked_on = "{new}"\n[tracked]', text, count=1, flags=re.M))
-        elif field.startswith("tracked."):
-            start = text.find("[tracked]")
-            out = _swap(text, start, len(text), field.split(".", 1)[1], old, new) if start >= 0 else None
-        elif field.startswith("when.packages.") and p.get("entry"):
-            span = _entry_block(text, str(p["entry"]))
-            out = _swap(text, *span, field.split(".", 2)[2], old, new) if span else None
-        else:
-            out = None
-        if out is None or out == text:
-            skipped.append(f"{p.get('entry', path.name)}: {field}: {old} not found where the proposal says")
-            continue
+    with folder_lock(folder, "--apply"):  # read, edit, load and undo: all while no other run writes
+        applied, skipped = [], []
+        originals: dict[Path, str] = {}
+        for p in doc.get("proposals") or []:
+            path = folder / Path(str(p.get("file", ""))).name
+            if not path.is_file():
+                skipped.append(f"{p.get('field')}: {path} is not in {folder}")
+                continue
+            text = path.read_text()
+            field, old, new = str(p["field"]), p.get("from"), str(p["to"])
+            if field == "tracked_on":
+                out = (_swap(text, 0, len(text), "tracked_on", old, new) if old else
+                       re.sub(r"^\[tracked\]", f'tracked_on = "{new}"\n[tracked]', text, count=1, flags=re.M))
+            elif field.startswith("tracked."):
+                start = text.find("[tracked]")
+                out = _swap(text, start, len(text), field.split(".", 1)[1], old, new) if start >= 0 else None
+            elif field.startswith("when.packages.") and p.get("entry"):
+                span = _entry_block(text, str(p["entry"]))
+                out = _swap(text, *span, field.split(".", 2)[2], old, new) if span else None
+            else:
+                out = None
+            if out is None or out == text:
+                skipped.append(f"{p.get('entry', path.name)}: {field}: {old} not found where the proposal says")
+                continue
+            try:
+                write_text(path, out)
+            except OutputError as exc:  # the file is as it was (an atomic write that failed changed nothing): undo the others
+                _restore(originals)
+                raise OutputError(f"--apply: {path}: cannot write ({exc}); the matrix files were left as they were") from None
+            originals.setdefault(path, text)  # its first edit's text is the original
+            applied.append(f"{p.get('entry', path.name)}: {field}: {old} -> {new}")
         try:
-            write_text(path, out)
-        except OutputError as exc:  # the file is as it was (an atomic write that failed changed nothing): undo the others
+            load(folder)
+        except MatrixError as exc:
             _restore(originals)
-            raise OutputError(f"--apply: {path}: cannot write ({exc}); the matrix files were left as they were") from None
-        originals.setdefault(path, text)  # its first edit's text is the original
-        applied.append(f"{p.get('entry', path.name)}: {field}: {old} -> {new}")
-    try:
-        load(folder)
-    except MatrixError as exc:
-        _restore(originals)
-        return [], [*skipped, f"the edits made the matrix unreadable ({exc}); nothing written"]
-    return applied, skipped
+            return [], [*skipped, f"the edits made the matrix unreadable ({exc}); nothing written"]
+        return applied, skipped
 
 
 def _restore(originals: dict[Path, str]) -> None:
