@@ -93,7 +93,10 @@ def target_lock(target_key: str, label: str) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            raise UnchangedError(f"another sparkdoctor fix or rollback is running on {label} (lock {path}); wait for it") from None
+            from sparkdoctor.files import lock_holder
+
+            raise UnchangedError(f"another sparkdoctor fix or rollback is running on {label}: {lock_holder(fd)} "
+                                 f"(lock {path}); wait for it") from None
         try:
             yield
         finally:

@@ -5,6 +5,7 @@ original bytes; a second rollback; --history; the lock; a half-written and an in
 import fcntl
 import hashlib
 import json
+import os
 import sys
 
 import pytest
@@ -63,6 +64,7 @@ def test_a_second_fix_on_the_same_target_waits_for_the_lock(tmp_path, wheels):
         fcntl.flock(held, fcntl.LOCK_EX)
         res = fix_cli(python, "--yes")
     assert res.returncode == 6 and "another sparkdoctor fix or rollback is running" in res.stderr  # 6: nothing changed
+    assert f": pid {os.getpid()} (" in res.stderr  # the run that holds the target is named, not only the lock file
     assert len(res.stderr.strip().splitlines()[-1]) < 400 and not scenario.journals(jr.state_dir())
 
 

@@ -421,6 +421,7 @@ def test_check_while_a_fix_runs_says_it_is_running_not_that_it_did_not_finish(tm
         assert unfinished["remedy"] == "wait for that fix to end, then check again" and "did not finish" not in unfinished["title"]
         rollback = fix_cli(None, "--rollback")
         assert rollback.returncode == 6 and "another sparkdoctor fix or rollback is running" in one_line(rollback.stderr)
+        assert f": pid {fix.pid} (" in rollback.stderr  # the running fix is named: the user knows what to wait for
     finally:
         if fix.returncode is None:
             os.kill(fix.pid, signal.SIGCONT)
