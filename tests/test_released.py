@@ -256,3 +256,38 @@ def test_a_read_in_a_worker_thread_ends_at_the_runs_time_limit():
         time.sleep(0.05)
     server.close()
     assert "no complete answer" in str(out.get("error")), out
+
+
+def test_whatifs_site_finished_by_another_run_in_the_last_moment_is_used(tmp_path, monkeypatch):
+    """Two whatif runs building the same release's site: the other run's rename could land between this run's
+    "does it exist?" and its own rename, which then failed with "Directory not empty" (an internal error). Now the
+    rename is tried and a complete site already in its place is taken as the other run's."""
+    import os
+    import shutil
+
+    from sparkdoctor.whatif import hypothetical
+    from sparkdoctor.whatif.hypothetical import ScratchSite
+    from sparkdoctor.whatif.resolve import Change
+
+    old, x86, new = _wheels(tmp_path)
+    with Registry() as reg:
+        for w in (old, x86, new):
+            reg.add("vllm", w)
+        reader = _reader(reg, tmp_path)
+        try:
+            with ScratchSite(reader, Change("vllm", "0.1.0", "0.2.0")) as site:
+                aside = tmp_path / "other-runs-site"
+                shutil.copytree(site.path, aside)
+            shutil.rmtree(site.path)
+            real_replace = os.replace
+
+            def the_other_run_lands_first(src, dst):  # the other run's rename, just before this run's
+                shutil.copytree(aside, dst)
+                return real_replace(src, dst)
+
+            monkeypatch.setattr(hypothetical.os, "replace", the_other_run_lands_first)
+            with ScratchSite(reader, Change("vllm", "0.1.0", "0.2.0")) as again:
+                assert again.members == 1 and (again.path / "vllm" / "envs.py").read_bytes() == ENVS_NEW
+        finally:
+            reader.close()
+    assert not [p for p in site.path.parent.iterdir() if p.name.startswith(".site-")]  # its own copy removed

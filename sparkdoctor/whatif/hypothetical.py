@@ -167,10 +167,12 @@ class ScratchSite:
             info.mkdir()
             (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {self.change.name}\nVersion: {self.change.new}\n", encoding="utf-8")
             (tmp / ".complete").write_text(str(len(wanted)))
-            if self.path.exists():  # another run finished it meanwhile
-                shutil.rmtree(tmp, ignore_errors=True)
-            else:
+            try:
                 os.replace(tmp, self.path)
+            except OSError:  # another run may have finished it meanwhile: its site serves this run as well
+                if not done.is_file():
+                    raise
+                shutil.rmtree(tmp, ignore_errors=True)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
