@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import TypedDict
 from urllib.parse import urlsplit
 
+from sparkdoctor import lookup
 from sparkdoctor.serve.binding import holds, listening_inodes
 from sparkdoctor.targets.early import python_of_command
 
+LOOKUP_TIMEOUT = 5.0  # seconds for the name of a --url host
 CONTAINER_ID = re.compile(r"(?:docker|containerd|libpod|crio)[-/:]?([0-9a-f]{64})")
 
 
@@ -32,9 +34,9 @@ def is_local(host: str) -> bool:
     try:
         ip = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
-        try:
-            ip = ipaddress.ip_address(socket.gethostbyname(host))
-        except (OSError, ValueError):
+        try:  # a name whose lookup does not answer soon is taken for another machine's, not waited on
+            ip = ipaddress.ip_address(lookup.getaddrinfo(host, None, LOOKUP_TIMEOUT, socket.AF_INET)[0][4][0])
+        except (OSError, ValueError, IndexError):
             return False
     if ip.is_loopback or ip.is_unspecified:
         return True

@@ -26,6 +26,7 @@ a 3xx is a failure that names the Location.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from sparkdoctor import proc
+from sparkdoctor import lookup, proc
 from sparkdoctor.errors import BenchFailure
 
 T = TypeVar("T")
@@ -76,9 +77,29 @@ class Endpoint:
         return f"{'https' if self.tls else 'http'}://{host}:{self.port}{self.base_path}{path}"
 
 
+class _Resolver(aiohttp.abc.AbstractResolver):
+    """aiohttp's own resolver looks a name up in the loop's executor, whose thread asyncio.run then waits for at its
+    end: a lookup that never answered held bench past every timeout. This one looks up in a daemon thread that is
+    left behind after `timeout` (sparkdoctor.lookup)."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+
+    async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET) -> list[aiohttp.abc.ResolveResult]:
+        try:
+            rows = await asyncio.wait_for(asyncio.wrap_future(lookup.start(host, port, family)), self.timeout)
+        except asyncio.TimeoutError:
+            raise OSError(f"looking up the name {host[:200]!r} took more than {self.timeout:g} s") from None
+        return [{"hostname": host, "host": str(addr[0]), "port": port, "family": fam, "proto": proto,
+                 "flags": socket.AI_NUMERICHOST | socket.AI_NUMERICSERV} for fam, _kind, proto, _name, addr in rows]
+
+    async def close(self) -> None:
+        return None
+
+
 def _session(timeout: float):
     return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(force_close=True, limit=0),
+        connector=aiohttp.TCPConnector(force_close=True, limit=0, resolver=_Resolver(timeout)),
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout),
         headers={"User-Agent": "sparkdoctor-bench", "Accept": "*/*"}, auto_decompress=False)
 

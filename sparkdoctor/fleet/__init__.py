@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import socket
 import sys
 import threading
 import time
@@ -32,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from sparkdoctor import lookup
 from sparkdoctor.check import CheckRequest, check
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE, EXIT_USAGE
@@ -267,7 +267,7 @@ def _reachable(address: str) -> None:
     if not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
         raise FleetError(f"--ray {address[:200]}: the port must be a number from 1 to 65535, not {port[:20]!r}", EXIT_USAGE)
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT).close()
+        lookup.create_connection((host.strip("[]"), int(port)), RAY_CONNECT_TIMEOUT).close()
     except OSError as exc:
         why = exc.strerror or str(exc) or type(exc).__name__
         raise FleetError(f"--ray {address}: cannot reach the cluster's GCS: {why}") from None

@@ -8,7 +8,7 @@ no dependency. Only https and http URLs are followed.
 
 Bounds (every command that reads the network goes through here: `matrix update`, `matrix verify`,
 `track`, `whatif`, `mods --release`):
-  * TIMEOUT: any one wait (connecting, a read);
+  * TIMEOUT: any one wait (the name lookup and connecting together, a read);
   * DEADLINE: one request from the first byte sent to the last byte read, redirects included, and never
     past the run's own time limit (proc.time_left): a server that trickles a byte at a time is cut off;
   * MAX_BODY (or the caller's limit): what a whole answer may hold; MAX_ERROR_BODY: what is read of a
@@ -30,6 +30,7 @@ from typing import BinaryIO
 from urllib.parse import urljoin, urlsplit
 
 from sparkdoctor import (
+    lookup,  # the name lookup inside the connect timeout: socket timeouts never bound it
     proc,  # the run's time limit (--timeout) bounds every request too
 )
 from sparkdoctor.errors import SparkdoctorError
@@ -106,6 +107,8 @@ class Client:
                 conn = http.client.HTTPConnection(netloc, timeout=self.timeout)
             else:
                 raise RemoteError(f"{scheme}: only http and https URLs are read")
+            # http.client's own hook for how it connects (not in the typing stubs): the name lookup bounded too
+            setattr(conn, "_create_connection", lookup.create_connection)  # noqa: B010
             self._conns[key] = conn
         return conn
 

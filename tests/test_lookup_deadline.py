@@ -1,0 +1,134 @@
+"""A name lookup that never answers ends at the network path's own time limit, one line, never a hang.
+
+The lookup is made to hang in a real subprocess: a sitecustomize replaces socket.getaddrinfo (and gethostbyname)
+for names under .hang.test with a wait that, like glibc's resolver, does not return on a signal (so SIGALRM,
+the run's --timeout, cannot end it either). Nothing reaches the network. Each child runs under a CPU limit; the
+outer timeout is only a hang guard: the assertion is that the command ended by its own limit, with its message.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+FAKE_RESOLVER = textwrap.dedent('''
+    import signal, socket, time
+    _real_getaddrinfo, _real_gethostbyname = socket.getaddrinfo, socket.gethostbyname
+
+    def _hang():
+        # glibc's resolver goes on waiting through a signal: block them, so no Python handler runs here either
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGINT, signal.SIGTERM})
+        while True:
+            time.sleep(3600)
+
+    def getaddrinfo(host, *args, **kwargs):
+        if isinstance(host, str) and host.endswith(".hang.test"):
+            _hang()
+        return _real_getaddrinfo(host, *args, **kwargs)
+
+    def gethostbyname(host):
+        if host.endswith(".hang.test"):
+            _hang()
+        return _real_gethostbyname(host)
+
+    socket.getaddrinfo, socket.gethostbyname = getaddrinfo, gethostbyname
+''')
+
+
+@pytest.fixture
+def hanging_dns(tmp_path):
+    """The environment of a child whose lookups of *.hang.test never answer."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(FAKE_RESOLVER)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
+            "SPARKDOCTOR_DATA_DIR": str(tmp_path / "data"), "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state")}
+
+
+def _cpu_limited(seconds: int):
+    import resource
+
+    return lambda: resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds))
+
+
+def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=120,  # a hang guard only
+                          preexec_fn=_cpu_limited(60))
+
+
+def test_the_fake_resolver_hangs_for_real(hanging_dns):
+    """The premise: in the child, a plain lookup of the name does not come back (the guard ends it)."""
+    with pytest.raises(subprocess.TimeoutExpired):
+        subprocess.run([sys.executable, "-c", "import socket; socket.getaddrinfo('x.hang.test', 80)"],
+                       env=hanging_dns, capture_output=True, timeout=3, preexec_fn=_cpu_limited(60))
+
+
+def test_the_released_file_client_gives_up_a_lookup_at_its_timeout(hanging_dns):
+    """`matrix update`, `track`, `whatif` and `mods --release` read through this client: its deadline timer shut
+    only a socket, and during the lookup there is none yet."""
+    code = textwrap.dedent('''
+        from sparkdoctor.released.http import Client, RemoteError
+        try:
+            Client(timeout=1.0).get("http://index.hang.test/simple/vllm/")
+        except RemoteError as exc:
+            print(exc)
+            raise SystemExit(3)
+    ''')
+    done = _run(["-c", code], hanging_dns)
+    assert done.returncode == 3, done.stderr
+    assert "http://index.hang.test/simple/vllm/" in done.stdout and "took more than 1 s" in done.stdout, done.stdout
+    assert done.stdout.count("\n") == 1, done.stdout
+
+
+def test_the_released_file_client_ends_a_lookup_at_the_runs_time_limit(hanging_dns):
+    """whatif --timeout: the run's limit (proc.time_left) bounds the lookup too, though the client's own wait is 600 s."""
+    code = textwrap.dedent('''
+        from sparkdoctor import proc
+        from sparkdoctor.released.http import Client, RemoteError
+        import time
+        proc.set_deadline(time.monotonic() + 1.0)
+        try:
+            Client(timeout=600).get("http://index.hang.test/simple/vllm/")
+        except RemoteError as exc:
+            print(exc)
+            raise SystemExit(3)
+    ''')
+    done = _run(["-c", code], hanging_dns)
+    assert done.returncode == 3 and "http://index.hang.test/simple/vllm/" in done.stdout, (done.stdout, done.stderr)
+
+
+def test_a_ray_address_whose_name_never_resolves_ends_at_the_connect_timeout(hanging_dns):
+    done = _run(["-m", "sparkdoctor", "fleet", "check", "--ray", "gcs.hang.test:6379", "--node-timeout", "5"], hanging_dns)
+    assert done.returncode == 3, done.stderr
+    assert "--ray gcs.hang.test:6379: cannot reach the cluster's GCS" in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_bench_url_whose_name_never_resolves_is_not_this_machine(hanging_dns):
+    """bench --url asks whether the host is this machine before it measures: that lookup is bounded too."""
+    code = "from sparkdoctor.bench.behind import is_local; print(is_local('spark.hang.test'))"
+    done = _run(["-c", code], hanging_dns)
+    assert done.returncode == 0 and done.stdout == "False\n", (done.stdout, done.stderr)
+
+
+def test_bench_url_whose_name_never_resolves_ends_at_its_request_timeout(hanging_dns, tmp_path):
+    """aiohttp looked the name up in asyncio's executor, whose thread asyncio.run waits for at its end: bench hung."""
+    done = _run(["-m", "sparkdoctor", "bench", "--url", "http://spark.hang.test:8000", "--python", sys.executable,
+                 "--no-store", "--rounds", "1", "--concurrency", "1"], hanging_dns)
+    assert done.returncode == 4, done.stderr
+    assert "http://spark.hang.test:8000: GET /v1/models: no answer within 5s" in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_lookup_hands_back_its_answer_and_its_error():
+    import socket
+
+    from sparkdoctor.lookup import getaddrinfo
+
+    assert {row[4][0] for row in getaddrinfo("127.0.0.1", 80, 5.0)} == {"127.0.0.1"}
+    with pytest.raises(socket.gaierror):
+        getaddrinfo("127.0.0.1", "no-such-service-here", 5.0)  # refused locally: no name server asked
