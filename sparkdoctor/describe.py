@@ -88,6 +88,11 @@ def describe_health(facts) -> str | None:
             parts.append(f"swap used {_gib(mem['swap_used_kib'])}")
         if mem.get("reclaimable_kib") is not None:
             parts.append(f"page cache {_gib(mem['reclaimable_kib'])} reclaimable")
+        if mem.get("hugetlb_kib"):
+            parts.append(f"huge pages {_gib(mem['hugetlb_kib'])} set aside")
+    room = h.get("memory_limit") or {}
+    if isinstance(room.get("bytes"), int):
+        parts.append(f"memory cgroup {room.get('cgroup')} limited to {_gib(room['bytes'] // 1024)}")
     if psi.get("some_avg10") is not None:
         parts.append(f"PSI some {psi['some_avg10']:.1f}%")
     for gpu in h.get("gpus") or []:

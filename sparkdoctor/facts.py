@@ -11,7 +11,8 @@ The nested sections that travel untyped:
 
   host_health {"live": bool (False: read from a snapshot, never judged), "root": where /proc and /sys were read,
                "memory": {"total_kib", "available_kib", "swap_total_kib", "swap_used_kib", "page_cache_kib",
-               "reclaimable_kib"}, "pressure": {"some_avg10", "some_avg60", "full_avg10", "full_avg60"},
+               "reclaimable_kib", "hugetlb_kib", "hugetlb_free_kib"}, "memory_limit": {"bytes", "used_bytes", "cgroup"}
+               (the memory cgroup this process runs in, when it or an ancestor has a limit), "pressure": {"some_avg10", "some_avg60", "full_avg10", "full_avg60"},
                "gpus": [{"index", "clock_graphics_mhz", "clock_graphics_max_mhz", "clock_memory_mhz", "power_w",
                "power_limit_w", "pstate", "temperature_c", "throttle_reasons": [name], "clocks_locked": bool,
                "memory_used_mib", "memory_total_mib", "compute_processes", "processes": [{"pid", "name", "used_mib"}]}],

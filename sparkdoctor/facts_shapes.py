@@ -80,7 +80,9 @@ FIELD_SHAPES: dict[str, object] = {
     "host_health": _record(
         live=bool, root=TEXT,
         memory=_record(total_kib=NUMBER, available_kib=NUMBER, swap_total_kib=NUMBER, swap_used_kib=NUMBER,
-                       page_cache_kib=NUMBER, reclaimable_kib=NUMBER, unified=bool),
+                       page_cache_kib=NUMBER, reclaimable_kib=NUMBER, hugetlb_kib=NUMBER, hugetlb_free_kib=NUMBER,
+                       unified=bool),
+        memory_limit=_record(bytes=int, used_bytes=int, cgroup=TEXT),
         pressure=MapOf(Opt(NUMBER)),
         gpus=ListOf(_record(index=int, clock_graphics_mhz=NUMBER, clock_graphics_max_mhz=NUMBER, clock_sm_mhz=NUMBER,
                             clock_memory_mhz=NUMBER, power_w=NUMBER, power_limit_w=NUMBER, pstate=int,

@@ -60,6 +60,7 @@ class ProcResult:
     dropped: int = 0  # bytes of output dropped between head and tail (both streams)
     stopped: str | None = None  # killed on purpose by its caller, and why
     limit: float | None = None  # the seconds it was allowed (its timeout, or what the run's deadline left)
+    ended: str | None = None  # what ended it, said whole (a container stopped under its exec: targets/container.py)
 
     @property
     def ok(self) -> bool:
@@ -75,6 +76,8 @@ class ProcResult:
     def describe_failure(self) -> str:
         """One line saying why this did not succeed."""
         name = os.path.basename(self.argv[0]) if self.argv else "?"
+        if self.ended:
+            return self.ended
         if self.start_error:
             return f"{name} could not start: {self.start_error}"
         if self.stopped:

@@ -22,7 +22,7 @@ import probe_site  # noqa: E402
 probe_site.rebuild()  # started with -S: the node's site-packages (where a pip NCCL lives), from files only
 
 from fleetnode_fabric import fabric  # noqa: E402
-from fleetnode_hostmem import daemon_log, holders, kernel_log, limit, texts  # noqa: E402
+from fleetnode_hostmem import daemon_log, holders, kernel_log, texts  # noqa: E402
 from fleetnode_links import ib_links, net_links, roce_v2_indexes  # noqa: E402
 from fleetnode_nccl import nccl_conf, nccl_libraries  # noqa: E402
 from fleetnode_system import (  # noqa: E402
@@ -34,6 +34,7 @@ from fleetnode_system import (  # noqa: E402
     nvidia_smi,
 )
 from probe_io import answer  # noqa: E402
+from probe_memlimit import limit  # noqa: E402  (the memory cgroup's limit, read as check reads this machine's)
 from probe_pci import pci_ids  # noqa: E402  (the PCI bus: a GB10 there means unified memory)
 
 ENV_PREFIXES = ("NCCL_", "GLOO_", "UCX_", "TP_SOCKET", "OMPI_MCA_", "MASTER_", "RAY_", "LD_PRELOAD", "LD_LIBRARY_PATH",

@@ -215,55 +215,6 @@ def daemon_log(root, live=None):
     return {"source": "journalctl", "lines": lines[-MAX_DAEMON_LINES:], "refused": []}
 
 
-def limit(root, pid="self"):
-    """{"bytes", "used_bytes", "cgroup"}: the memory cgroup that binds this process, as sparkdoctor/memory/have.py's
-    cgroup_room reads this machine's (v2: the lower of memory.max and memory.high, past which the kernel throttles the
-    cgroup until it stalls; v1: memory.limit_in_bytes), its own or an ancestor's, whichever leaves the least room; used
-    less the page cache the kernel reclaims first (not shmem). None without a limit below MemTotal."""
-    total = None
-    for line in (_small(_under(root, "/proc/meminfo")) or "").splitlines():
-        if line.startswith("MemTotal:") and line.split()[1:]:
-            total = _count(line.split()[1])
-    best = None
-    for line in (_small(_under(root, "/proc/%s/cgroup" % pid)) or "").splitlines()[:64]:
-        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
-        if controllers == "":
-            base, names = "/sys/fs/cgroup", ("memory.max", "memory.high")
-        elif "memory" in controllers.split(","):
-            base, names = "/sys/fs/cgroup/memory", ("memory.limit_in_bytes",)
-        else:
-            continue
-        parts = [p for p in path.strip().split("/") if p and p not in (".", "..")][:32]
-        for depth in range(len(parts), -1, -1):  # its own cgroup first, then each ancestor
-            folder = _under(root, "/".join((base,) + tuple(parts[:depth])))
-            limits = [n for n in (_count(_small(os.path.join(folder, name))) for name in names) if n is not None]
-            if not limits or (total is not None and min(limits) >= total * 1024):
-                continue
-            used = None
-            for leaf in ("memory.current", "memory.usage_in_bytes"):
-                used = _count(_small(os.path.join(folder, leaf)))
-                if used is not None:
-                    break
-            if used is not None:
-                used = max(0, used - _file_cache(folder))
-            if best is None or min(limits) - (used or 0) < best["bytes"] - (best["used_bytes"] or 0):
-                best = {"bytes": min(limits), "used_bytes": used, "cgroup": "/" + "/".join(parts[:depth])}
-        if best is not None:
-            return best
-    return None
-
-
-def _file_cache(folder):
-    """The page cache a cgroup's usage counts that the kernel reclaims first (v2 `file`, v1 `total_cache`, less shmem)."""
-    counts = dict(ln.split(None, 1) for ln in (_small(os.path.join(folder, "memory.stat")) or "").splitlines()
-                  if len(ln.split(None, 1)) == 2)
-
-    def number(*keys):
-        return next((n for n in (_count(counts.get(k)) for k in keys) if n is not None), 0)
-
-    return max(0, number("file", "total_cache") - number("shmem", "total_shmem"))
-
-
 def _rss(root, pid):
     name, rss = None, None
     for line in (_small(_under(root, "/proc/%d/status" % pid)) or "").splitlines():

@@ -15,8 +15,10 @@ not live and never judged. NVML is asked only on the real root (collect/gpu_heal
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import types
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,8 @@ from sparkdoctor.locations import shared_probe_module
 MAX_READ = 256 * 1024
 MEMINFO_KEYS = {"MemTotal": "total_kib", "MemAvailable": "available_kib", "SwapTotal": "swap_total_kib",
                 "SwapFree": "swap_free_kib", "Cached": "cached_kib", "Buffers": "buffers_kib", "Shmem": "shmem_kib",
-                "SReclaimable": "slab_reclaimable_kib", "Dirty": "dirty_kib"}
+                "SReclaimable": "slab_reclaimable_kib", "Dirty": "dirty_kib", "Hugetlb": "hugetlb_kib",
+                "HugePages_Total": "huge_pages_total", "HugePages_Free": "huge_pages_free", "Hugepagesize": "huge_page_kib"}
 CDI_DIRS = ("etc/cdi", "var/run/cdi")
 RUNTIME_BINARIES = ("usr/bin/nvidia-container-runtime", "usr/local/bin/nvidia-container-runtime")
 DOCKER_BINARIES = ("usr/bin/dockerd", "usr/sbin/dockerd", "usr/local/bin/dockerd")
@@ -79,7 +82,34 @@ def memory_of(text: str | None) -> dict[str, object] | None:
         cache = raw["cached_kib"] + raw.get("buffers_kib", 0) - raw.get("shmem_kib", 0)
         out["page_cache_kib"] = max(0, cache)
         out["reclaimable_kib"] = max(0, cache - raw.get("dirty_kib", 0) + raw.get("slab_reclaimable_kib", 0))
+    out.update(huge_pages(raw))
     return out
+
+
+def huge_pages(raw: dict[str, int]) -> dict[str, int]:
+    """{"hugetlb_kib", "hugetlb_free_kib"} where huge pages are set aside (vm.nr_hugepages): Hugetlb (every page size,
+    Linux 4.15) or else HugePages_Total x Hugepagesize, and of them HugePages_Free x Hugepagesize. Set aside, they are
+    in MemTotal but never in MemAvailable: no launch gets them. {} without any."""
+    size = raw.get("huge_page_kib")
+    total = raw.get("hugetlb_kib", raw.get("huge_pages_total", 0) * size if size else None)
+    if not total:
+        return {}
+    free = raw["huge_pages_free"] * size if size and "huge_pages_free" in raw else None
+    return {"hugetlb_kib": total} if free is None else {"hugetlb_kib": total, "hugetlb_free_kib": free}
+
+
+@functools.cache
+def _memlimit() -> types.ModuleType:
+    return shared_probe_module("probe_memlimit")  # loaded once: the server's memory watch asks every second
+
+
+def memory_limit(root: Path, pid: int | str = "self") -> dict[str, object] | None:
+    """{"bytes", "used_bytes", "cgroup"}: the memory cgroup that binds process `pid` under root (the lower of v2's
+    memory.max and memory.high, v1's memory.limit_in_bytes, its own or an ancestor's), None without a limit below
+    MemTotal. The probes' own reader (probes/shared/probe_memlimit.py): one implementation for this machine and every
+    fleet node."""
+    found = _memlimit().limit(str(root), pid)
+    return found if isinstance(found, dict) else None
 
 
 def pci_ids(root: Path) -> list[str] | None:
@@ -212,7 +242,9 @@ def oom_daemons(live: bool) -> dict[str, int] | None:
 def observe(root: Path, live: bool = True) -> dict[str, Any]:
     errors: list[str] = []
     out: dict[str, object] = {"live": live, "root": str(root)}
-    for key, reader in (("memory", memory), ("pressure", pressure), ("docker", docker_runtime), ("links", links)):
+    readers = (("memory", memory), ("memory_limit", memory_limit), ("pressure", pressure), ("docker", docker_runtime),
+               ("links", links))
+    for key, reader in readers:
         try:
             out[key] = reader(root)
         except Exception as exc:  # one odd file costs its part, never the others

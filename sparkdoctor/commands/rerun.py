@@ -1,7 +1,8 @@
 """`sparkdoctor rerun`: the post-upgrade command and a CI gate. `--dry-run` says what is stale and why; without it
 every stale conclusion is re-measured (the same A/B on the current toolchain) and reported as holds / flipped /
 changed with old and new numbers side by side, and every stale workaround is measured with and without.
-`--fail-on flipped|regression` exits 1 when a conclusion flipped (or broke: an arm's answers are wrong now) or a
+`--fail-on flipped|regression` exits 1 when a conclusion flipped (or broke: an arm's answers are wrong now, or its
+stored row can no longer be judged) or a
 recipe got measurably slower; 4 when a stale conclusion or workaround could not be re-measured. The JSON `kind` is rerun-plan or rerun
 (sparkdoctor/conclusions/documents.py).
 """

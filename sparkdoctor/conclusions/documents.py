@@ -72,7 +72,8 @@ class RerunDocument:
         if self.done is None:
             return []
         out = []
-        if "flipped" in wanted and any(r["outcome"] in ("flipped", "broken") for r in self.done.results):
+        broken = any(s.state == "broken" for s in self.planned.conclusions)  # a stored row that can no longer be judged
+        if "flipped" in wanted and (broken or any(r["outcome"] in ("flipped", "broken") for r in self.done.results)):
             out.append("flipped")
         if "regression" in wanted and any(r.get("regression") for r in self.done.results):
             out.append("regression")

@@ -300,10 +300,12 @@ def _memory_holders(raw: dict[str, object]) -> dict[str, object] | None:
     held = raw.get("memory_holders")
     if not isinstance(held, dict):
         return None
-    from sparkdoctor.memory.have import huge_pages, meminfo_fields
+    from sparkdoctor.collect.host_health import memory_of
+    from sparkdoctor.memory.have import kib_bytes, meminfo_fields
 
-    fields = meminfo_fields(str(_dict(raw.get("host_texts")).get("meminfo") or "")[:MAX_TEXT])
-    hugetlb, hugetlb_free = huge_pages(fields)
+    text = str(_dict(raw.get("host_texts")).get("meminfo") or "")[:MAX_TEXT]
+    fields, mem = meminfo_fields(text), memory_of(text) or {}
+    hugetlb, hugetlb_free = kib_bytes(mem.get("hugetlb_kib")), kib_bytes(mem.get("hugetlb_free_kib"))
     room = _dict(raw.get("memory_limit"))  # the memory cgroup a launch from the node's shell starts in (NODE_ANSWER checked it)
     return {"free_kib": fields.get("MemFree"), "hugetlb_bytes": hugetlb, "hugetlb_free_bytes": hugetlb_free,
             "limit_bytes": room.get("bytes"), "limit_used_bytes": room.get("used_bytes"), "limit_cgroup": room.get("cgroup"),

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from sparkdoctor.collect import gpu_health
 from sparkdoctor.collect.host_health import memory as meminfo
+from sparkdoctor.collect.host_health import memory_limit
 from sparkdoctor.collect.hostroot import host_root, is_live_root
 
 KIB = 1024
@@ -163,7 +164,7 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
     have = Have(str(root), kib_bytes(mem.get("total_kib")), kib_bytes(fields.get("MemFree")), kib_bytes(mem.get("available_kib")),
                 kib_bytes(mem.get("reclaimable_kib")), kib_bytes(mem.get("swap_total_kib")), kib_bytes(mem.get("swap_used_kib")),
                 errors=errors)
-    have.hugetlb_bytes, have.hugetlb_free_bytes = huge_pages(fields)
+    have.hugetlb_bytes, have.hugetlb_free_bytes = kib_bytes(mem.get("hugetlb_kib")), kib_bytes(mem.get("hugetlb_free_kib"))
     for pid in _pids(root, errors):
         name, rss = _status(root, pid)
         devices = _devices(root, pid)
@@ -179,8 +180,9 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
     if nvml is not None:
         _merge_nvml(have, nvml, root)
     have.containers = _containers(root, have.holders, errors)
-    if is_live_root():  # the cgroup of this process is the one a launch from here starts in
-        have.limit_bytes, have.limit_used_bytes = cgroup_room(os.getpid(), root)
+    # the cgroup of this process is the one a launch from here starts in (under a host root, its /proc/self: as a
+    # fleet node's probe reads its own)
+    have.limit_bytes, have.limit_used_bytes = cgroup_room(os.getpid() if os.path.realpath(root) == "/" else "self", root)
     have.holders.sort(key=lambda h: -(h.rss_bytes or 0))
     return have
 
@@ -215,25 +217,16 @@ def _meminfo_fields(root: Path) -> dict[str, int]:
 
 
 def meminfo_fields(text: str) -> dict[str, int]:
-    """The counts of /proc/meminfo's text beside host health's readings: MemFree and the huge pages (a fleet node
-    sends the text: fleet/node.py)."""
+    """The counts of /proc/meminfo's text beside host health's readings: MemFree (a fleet node sends the text:
+    fleet/node.py)."""
     out = {}
     for line in text.splitlines():
         name, _, rest = line.partition(":")
-        if name in ("MemFree", "Hugetlb", "HugePages_Total", "HugePages_Free", "Hugepagesize") and rest.split():
+        if name == "MemFree" and rest.split():
             value = count(rest.split()[0])
             if value is not None:
                 out[name] = value
     return out
-
-
-def huge_pages(fields: dict[str, int]) -> tuple[int | None, int | None]:
-    """(bytes set aside as huge pages, bytes of them unused): Hugetlb (every page size, Linux 4.15) or else
-    HugePages_Total x Hugepagesize. Set aside, they are in MemTotal but never in MemAvailable: no launch gets them."""
-    size = fields.get("Hugepagesize")
-    total = fields.get("Hugetlb", fields.get("HugePages_Total", 0) * size if size else None)
-    free = fields["HugePages_Free"] * size if size and "HugePages_Free" in fields else None
-    return (kib_bytes(total) if total else None), (kib_bytes(free) if total else None)
 
 
 def _pids(root: Path, errors: list[str]) -> list[int]:
@@ -358,46 +351,13 @@ def sample(pids: set[int], root: Path | None = None) -> tuple[int | None, int | 
     return (available * KIB if isinstance(available, int) else None), (sum(rss) if rss else None)
 
 
-def cgroup_room(pid: int, root: Path | None = None) -> tuple[int | None, int | None]:
-    """(the limit, what the cgroup uses now: memory.current / memory.usage_in_bytes less its reclaimable page cache)
-    of the memory cgroup that binds process `pid` (v2: the lower of memory.max and memory.high, past which the kernel
-    throttles the cgroup's allocations until they stall; v1: memory.limit_in_bytes): its own or an ancestor's (a systemd slice's MemoryMax binds every
-    unit under it), whichever leaves the least room; (None, None) without a limit (no memory controller, a process
-    gone; a v1 "no limit" is a huge number: anything past MemTotal is none)."""
-    root = host_root() if root is None else Path(root)
-    total = (meminfo(root) or {}).get("total_kib")
-    best: tuple[int, int | None] | None = None
-    names: tuple[str, ...]
-    for line in (_small(root / "proc" / str(pid) / "cgroup") or "").splitlines():
-        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
-        if controllers == "":  # v2: memory.high throttles the cgroup (it stalls, unkilled) as memory.max kills in it
-            base, names = root / "sys" / "fs" / "cgroup", ("memory.max", "memory.high")
-        elif "memory" in controllers.split(","):
-            base, names = root / "sys" / "fs" / "cgroup" / "memory", ("memory.limit_in_bytes",)
-        else:
-            continue
-        parts = [p for p in path.split("/") if p and p not in (".", "..")]
-        for depth in range(len(parts), -1, -1):  # the process's own cgroup first, then each ancestor
-            folder = base.joinpath(*parts[:depth])
-            limits = [n for n in (count(_small(folder / name)) for name in names) if n is not None]
-            if not limits or (isinstance(total, int) and min(limits) >= total * KIB):
-                continue
-            used = _cgroup_memory(folder)
-            used = None if used is None else max(0, used - _cgroup_file_cache(folder))
-            if best is None or min(limits) - (used or 0) < best[0] - (best[1] or 0):
-                best = (min(limits), used)
-        if best is not None:
-            return best
-    return None, None
-
-
-def _cgroup_file_cache(folder: Path) -> int:
-    """The page cache a cgroup's usage counts that the kernel can reclaim (memory.stat: v2 `file`, v1 `total_cache`,
-    each less its shmem: tmpfs and /dev/shm pages are counted as file but only go when their files are removed). It is
-    reclaimed before the cgroup's OOM killer acts, so it is room, as the box's page cache is in MemAvailable."""
-    stat = dict(line.split(None, 1) for line in (_small(folder / "memory.stat") or "").splitlines() if " " in line)
-
-    def number(*keys: str) -> int:
-        return count(next((stat[k] for k in keys if k in stat), "0")) or 0
-
-    return max(0, number("file", "total_cache") - number("shmem", "total_shmem"))
+def cgroup_room(pid: int | str, root: Path | None = None) -> tuple[int | None, int | None]:
+    """(the limit, what the cgroup uses now less its reclaimable page cache) of the memory cgroup that binds process
+    `pid` (v2: the lower of memory.max and memory.high, past which the kernel throttles the cgroup's allocations until
+    they stall; v1: memory.limit_in_bytes), its own or an ancestor's (a systemd slice's MemoryMax binds every unit under
+    it), whichever leaves the least room; (None, None) without a limit (no memory controller, a process gone; a v1 "no
+    limit" is a huge number: anything past MemTotal is none). Read as host health and every fleet node read it
+    (collect/host_health.memory_limit)."""
+    found = memory_limit(host_root() if root is None else Path(root), pid) or {}
+    limit, used = found.get("bytes"), found.get("used_bytes")
+    return (limit if isinstance(limit, int) else None), (used if isinstance(used, int) else None)

@@ -48,6 +48,8 @@ MAX_CACHE_BYTES = 5 * 1024 * 1024  # a bigger cache file is not carried (base64 
 TMP = "@@SPARKDOCTOR_TMP@@"  # stands for the probe's temporary folder in the container, in its arguments and flags
 INSIDE_MARGIN = 2.0  # the host gives up first; the container's own deadline follows shortly after
 MARKER = "sparkdoctor-probe:"
+STOPPED_CODES = (137, 143)  # the CLI's 128 + SIGKILL / SIGTERM: what an exec says when its container stops under it
+INSPECT_TIMEOUT = 10.0  # seconds for asking the runtime whether the container still runs
 # `sh -c BOUNDED sh SECONDS COMMAND...`: COMMAND under coreutils' timeout, else a POSIX-sh watchdog (the same text as
 # fleet/on_node.BOUNDED, which is shipped to nodes without sparkdoctor; a test holds the two equal)
 BOUNDED = ('s=$1; shift; if command -v timeout >/dev/null 2>&1; then exec timeout -k 5 "$s" "$@"; fi; '
@@ -179,7 +181,22 @@ class ContainerTarget:
         """argv run in the container, bounded there and here: what it left running when it ran out of time is reaped."""
         token = secrets.token_hex(16)
         res = proc.run(self.exec_argv(argv, input is not None, timeout + INSIDE_MARGIN, token, env), timeout=timeout, input=input)
-        return reaped(res, token)
+        return self.stopped_under(reaped(res, token))
+
+    def stopped_under(self, res: proc.ProcResult) -> proc.ProcResult:
+        """`res` said in plain words when the container stopped while it ran (`docker stop`, its main process ended):
+        the CLI then exits 137 or 143 (128 + SIGKILL or SIGTERM) with no output, which read as "docker exited 137: no
+        output". The runtime is asked whether the container still runs; one that runs keeps the exit as it was (the
+        process itself was killed inside it, the bootstrap says how)."""
+        if res.returncode not in STOPPED_CODES or res.timed_out or res.stopped:
+            return res
+        state = proc.run([*self.engine, "inspect", "--format", "{{.State.Running}}", self.name], timeout=INSPECT_TIMEOUT)
+        if state.ok and state.stdout.strip() == "true":
+            return res
+        cli = Path(self.engine[0]).name
+        now = "it is not running now" if state.ok else f"{cli} inspect: {state.describe_failure()}"
+        return replace(res, returncode=None, ended=f"the container {self.name} stopped while it was being probed ({cli} "
+                                                   f"exec exited {res.returncode}; {now}): start it and run again")
 
     def start_script(self, script: Path, args: list[str], env: dict[str, str] | None = None,
                      inside_timeout: float | None = None) -> proc.Running:
@@ -197,7 +214,7 @@ class ContainerTarget:
         token = secrets.token_hex(16)
         argv = self.exec_argv([self.python, *early.NO_SITE, "-c", BOOTSTRAP], stdin=True,  # the bootstrap: stdlib only
                               seconds=limit + 3 * INSIDE_MARGIN, token=token)  # after the bootstrap's own deadline
-        return _InContainer(proc.start(argv, input=json.dumps(head) + "\n" + blob), back, token)
+        return _InContainer(proc.start(argv, input=json.dumps(head) + "\n" + blob), back, token, self)
 
     def _carry(self, args: list[str]) -> tuple[list[str], dict[str, str], dict[str, Path]]:
         """Arguments naming a file under cache_root (a probe's cache) point at a copy in the probe's
@@ -238,12 +255,12 @@ class _InContainer(Wrapped):
     """A probe's Running whose result speaks like a local process's: the bootstrap's own deadline is a
     timeout, a probe killed by a signal has a negative return code (not the CLI's 128+N)."""
 
-    def __init__(self, inner: proc.Running, back: dict[str, Path], token: str):
+    def __init__(self, inner: proc.Running, back: dict[str, Path], token: str, target: ContainerTarget):
         super().__init__(inner)
-        self.back, self.token = back, token
+        self.back, self.token, self.target = back, token, target
 
     def result(self, timeout: float) -> proc.ProcResult:
-        return translate(reaped(self.inner.result(timeout), self.token), self.back)
+        return self.target.stopped_under(translate(reaped(self.inner.result(timeout), self.token), self.back))
 
     def cancel(self) -> None:
         self.inner.cancel()

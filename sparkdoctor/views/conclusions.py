@@ -66,10 +66,17 @@ def plan(console: Console, doc: dict[str, Any]) -> None:
 
 
 def results(console: Console, doc: dict[str, Any]) -> None:
+    broken = [i for i in doc["conclusions"] if i["state"] == "broken"]  # as stored: never re-run (conclusions says why)
+    for item in broken:
+        console.print(f"{_tag('broken')}  [bold]{_e(item['conclusion']['name'])}[/]  not re-run: "
+                      f"{_e('; '.join(item['reasons']) or 'its stored row cannot be read')}", highlight=False)
     if not doc["results"] and not doc["workarounds"]:
         fresh = sum(1 for i in doc["conclusions"] if i["state"] == "fresh")
+        said = f", {len(broken)} broken (above)" if broken else ""
         console.print(f"Nothing to re-measure in {_e(doc['ledger'])}: no stale conclusion or workaround "
-                      f"({len(doc['conclusions'])} conclusion(s), {fresh} fresh).", highlight=False)
+                      f"({len(doc['conclusions'])} conclusion(s), {fresh} fresh{said}).", highlight=False)
+        if doc.get("failed"):
+            console.print(f"[bold red]failing: {_e(', '.join(doc['failed']))}[/]")
         return
     for res in doc["results"]:
         console.print(f"{_tag(res['outcome'])}  [bold]{_e(res['name'])}[/]", highlight=False)

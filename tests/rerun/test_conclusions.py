@@ -204,3 +204,20 @@ def test_a_stale_conclusion_that_cannot_be_rerun_says_why_and_stays_stale(tmp_pa
     assert res["outcome"] == "not re-run" and res["reasons"][0].startswith(f"arm A cannot be re-run: recipe {paths['A']}")
     listing = _json(["conclusions", "--ledger", str(path), "--format", "json"])[1]
     assert listing["conclusions"][0]["status"] == "stale"  # nothing was stored: still stale, still saying why
+
+
+def test_rerun_names_a_broken_conclusion_and_why_instead_of_nothing_to_re_measure(tmp_path, here_facts):
+    """A ledger whose only conclusion has a damaged row: `conclusions` said broken, `rerun` only "Nothing to
+    re-measure", and `rerun --fail-on flipped` (a CI gate) passed on a conclusion it can no longer judge."""
+    path, _ = _ledger(tmp_path, here_facts)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE conclusions SET data_json = '{not json'")
+    db.commit()
+    db.close()
+    result = runner.invoke(app, ["rerun", "--ledger", str(path)])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stdout.split())  # rich wraps long lines
+    assert said.startswith("broken default-vs-one-seq not re-run: its ledger row is damaged (data_json is not JSON"), said
+    assert "1 broken (above)" in said
+    gate, doc = _json(["rerun", "--ledger", str(path), "--fail-on", "flipped", "--format", "json"])
+    assert gate.exit_code == 1 and doc["failed"] == ["flipped"] and doc["conclusions"][0]["state"] == "broken"
