@@ -16,11 +16,9 @@ import json
 import os
 import re
 from collections.abc import Callable
-from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import (
     InvalidWheelFilename,
     canonicalize_name,
@@ -36,7 +34,12 @@ from sparkdoctor.fix.interface import (
     UnchangedError,
 )
 from sparkdoctor.fix.inventory import Inventory
-from sparkdoctor.targets.early import OLD_PIP, PIP_NO_SITE, own_pip_folder
+from sparkdoctor.targets.early import (
+    OLD_PIP,
+    PIP_NO_SITE,
+    own_pip_folder,
+    own_pip_misfit,
+)
 from sparkdoctor.targets.files import FileError, transport_of
 from sparkdoctor.targets.local import Target
 from sparkdoctor.unreachable import index_unreachable
@@ -252,20 +255,6 @@ def _match(requirements: list[str], dest: str) -> dict[str, str | None]:
         pinned = next(iter(r.specifier)).version
         out[canonicalize_name(r.name)] = found.get(f"{canonicalize_name(r.name)}=={pinned}")
     return out
-
-
-def own_pip_misfit(version: str) -> str | None:
-    """Why sparkdoctor's own pip cannot run on a target's Python `version` ("3.8"): its Requires-Python leaves that out
-    (pip 26 needs 3.10; run by a 3.9 interpreter it stops on a TypeError of its own); None when it can."""
-    folder = own_pip_folder()
-    dist = next(iter(metadata.distributions(name="pip", path=[folder])), None) if folder else None
-    needs = (dist.metadata.get_all("Requires-Python") or [None])[0] if dist is not None else None
-    try:
-        if dist is not None and needs and not SpecifierSet(needs).contains(version, prereleases=True):
-            return f"sparkdoctor's own pip {dist.version} needs Python {needs}, not {version}"
-    except InvalidSpecifier:
-        pass
-    return None
 
 
 def for_target(target: Target, inventory: Inventory) -> Installer:

@@ -108,3 +108,14 @@ def test_a_pip_too_new_for_the_target_is_refused_in_one_line(tmp_path, wheels, k
     assert "sparkdoctor's own pip 26.2.1 needs Python >=3.10, not 3.9" in res.stderr, res.stderr
     assert "TypeError" not in res.stderr and scenario.diff(before, scenario.state(python, [])) == []
     assert sorted(os.listdir(markers)) == []
+
+
+def test_whatif_with_a_pip_too_new_for_the_target_says_why_in_one_line(tmp_path, wheels):
+    """whatif resolves with sparkdoctor's own pip where the target's is older than 22.2: pip 26.2.1 on 3.9 ended on
+    "cannot be resolved in PY: TypeError: dataclass() got an unexpected keyword argument 'slots'"."""
+    python, _markers = target(tmp_path, wheels, "3.9", "pip")
+    scenario.must([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels), "pip==22.0.2"])
+    res = scenario.run([host(tmp_path, wheels, "26.2.1"), "-m", "sparkdoctor", "whatif", "--python", str(python), "six==1.17.0"],
+                       env=_env(tmp_path, wheels))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "sparkdoctor's own pip 26.2.1 needs Python >=3.10, not 3.9" in res.stderr and "TypeError" not in res.stderr, res.stderr
