@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor import proc
-from sparkdoctor.fix.installers import PipInstaller, UvInstaller
+from sparkdoctor.fix.installers import PipInstaller
 from sparkdoctor.fix.interface import FixError
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.matrix import MatrixError, load
@@ -92,36 +91,14 @@ def _inventory() -> Inventory:
     return Inventory(python=sys.executable, is_venv=True, uv=False, has_pip=True, writable=True, purelib="", version="3.11", dists={})
 
 
+@pytest.mark.parametrize("own", [False, True])
 @pytest.mark.parametrize("option", OPTIONS)
-def test_fix_with_pip_never_hands_a_requirement_over_as_an_option(tmp_path, option):
+def test_fix_with_pip_never_hands_a_requirement_over_as_an_option(tmp_path, option, own):
+    """The target's pip, and sparkdoctor's own pip that installs into a venv without pip (a uv venv)."""
     planted = tmp_path / "planted.txt"
-    pip = PipInstaller(PythonTarget(sys.executable, "test"), _inventory())
+    pip = PipInstaller(PythonTarget(sys.executable, "test"), _inventory(), pip_from=own_pip_folder() if own else None)
     bad = option.format(path=planted)
     for call in (lambda: pip.install([bad]), lambda: pip.dry_run([bad]), lambda: pip.uninstall([bad])):
         with pytest.raises(FixError, match="nvalid requirement"):
             call()
     assert not planted.exists()
-
-
-def test_fix_with_uv_puts_a_double_dash_before_requirements_and_names(monkeypatch, tmp_path):
-    """uv's install and uninstall put `--` before what they are given; its dry run is sparkdoctor's pip's (run without
-    site, in the target), which refuses the option as pip's own installer does."""
-    seen: list[list[str]] = []
-    real_run = proc.run
-
-    def fake_run(argv, **kwargs):
-        if argv[0] != "/usr/bin/uv":
-            return real_run(argv, **kwargs)
-        seen.append(argv)
-        return proc.ProcResult(argv, 0, "", "", 0.1)
-
-    monkeypatch.setattr(proc, "run", fake_run)
-    target = PythonTarget(sys.executable, "test")
-    uv = UvInstaller("/usr/bin/uv", _inventory(), PipInstaller(target, _inventory(), pip_from=own_pip_folder()))
-    uv.install(["--log=/x"])
-    uv.uninstall(["--log=/x"])
-    assert len(seen) == 2 and all(argv[-2:] == ["--", "--log=/x"] for argv in seen), seen
-    planted = tmp_path / "planted.txt"
-    with pytest.raises(FixError, match="nvalid requirement"):
-        uv.dry_run([f"--log={planted}"])
-    assert len(seen) == 2 and not planted.exists()

@@ -1,12 +1,13 @@
-"""The target's own installer: pip (the target's own pip, run by its interpreter without site through the Target
-protocol) or uv (`uv pip --python`) for a uv venv (pyvenv.cfg has a `uv = ...` key, or the venv has no pip).
+"""The target's installer: the target's own pip, run by its interpreter without site through the Target protocol; for a
+venv without pip (a uv venv, `python -m venv --without-pip`), sparkdoctor's own pip, run the same way by the target's
+interpreter.
 
 Every plan starts from a dry-run resolution (`pip install --dry-run --report`), so what the plan shows is what the
 real call will do. No pip call runs the target's code, the install and uninstall included: pip runs in the target's
-interpreter without site (targets/target_pip_dry.py: the import path rebuilt from files, no process started); for a uv
-venv sparkdoctor's own pip resolves the same way (`--pip-from`), never `uv pip install --dry-run --python PY`, because
-uv starts PY with site to ask about it, and the target's `.pth` import lines and sitecustomize.py ran. Every call has a
-timeout and is killed with its children (sparkdoctor.proc); a failure is a FixError with the installer's last line.
+interpreter without site (targets/target_pip_dry.py: the import path rebuilt from files, no process started). A venv
+without pip is never driven by `uv pip --python PY`: uv starts PY with site to ask about it, so the target's `.pth`
+import lines and sitecustomize.py ran on every install and uninstall. Every call has a timeout and is killed with its
+children (sparkdoctor.proc); a failure is a FixError with the installer's last line.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,7 +34,12 @@ from sparkdoctor.fix.interface import (
     UnchangedError,
 )
 from sparkdoctor.fix.inventory import Inventory
-from sparkdoctor.targets.early import OLD_PIP, PIP_NO_SITE, own_pip_folder
+from sparkdoctor.targets.early import (
+    OLD_PIP,
+    PIP_NO_SITE,
+    own_pip_folder,
+    own_pip_misfit,
+)
 from sparkdoctor.targets.files import FileError, transport_of
 from sparkdoctor.targets.local import Target
 from sparkdoctor.unreachable import index_unreachable
@@ -69,8 +73,7 @@ _PIP_CAUSE = re.compile(r"^\s*(The user requested(?: \(constraint\))? .+|\S+ \S+
 
 def resolution_conflict(text: str) -> str | None:
     """The requirements that conflict, in one line, from pip's ResolutionImpossible report ("The
-    conflict is caused by:" and its lines) or uv's ("No solution found ...", then its "Because ..."
-    explanation); None when the text is not a resolution failure."""
+    conflict is caused by:" and its lines); None when the text is not a resolution failure."""
     lines = text.splitlines()
     if "ResolutionImpossible" in text or "conflict is caused by" in text:
         causes: list[str] = []
@@ -87,18 +90,17 @@ def resolution_conflict(text: str) -> str | None:
             cannot = next((ln.strip() for ln in lines if "Cannot install" in ln or "conflicting dependencies" in ln), None)
             return (cannot or "pip found no versions that satisfy every requirement")[:400]
         return "; ".join(dict.fromkeys(causes))[:400]
-    if "No solution found" in text:
-        start = next(i for i, ln in enumerate(lines) if "No solution found" in ln)
-        body = [re.sub(r"^(?:[\s\u2570\u2500\u25b6\u2502>*-]|cause:)+", "", ln).strip() for ln in lines[start + 1:]]
-        found = [ln for ln in body if ln and not ln.startswith(("hint", "help"))]
-        return " ".join(found)[:400] if found else "uv found no versions that satisfy every requirement"
     return None
 
 
-# Wheels only, in the plan's dry run and in the install: pip and uv build a release that has only a source distribution
+# Wheels only, in the plan's dry run and in the install: pip builds a release that has only a source distribution
 # to read its metadata, running its setup.py or build backend, even in a dry run (a plan changes nothing and runs nothing).
 WHEELS_ONLY = ["--only-binary", ":all:"]
 NO_WHEEL = "fix installs wheels only: a release with only a source distribution would be built, running its code"
+
+
+ELSEWHERE = re.compile(r"^(?::env:|global|install)\.(?:target|prefix|root)=")
+"""`pip config list` lines of the settings that move an install out of the interpreter's environment."""
 
 
 def _constraint_args(constraints: list[str] | None) -> list[str]:
@@ -113,10 +115,11 @@ class PipInstaller(Installer):
     name = "pip"
 
     def __init__(self, target: Target, inventory: Inventory, pip_from: str | None = None):
-        """pip_from: the folder of the `pip` package to run without site (sparkdoctor's own, for a venv without pip);
-        only for the calls that install nothing."""
+        """pip_from: the folder of the `pip` package to run without site for every call (sparkdoctor's own, for a venv
+        without pip)."""
         self.target, self.inventory, self.pip_from = target, inventory, pip_from
         self.files = transport_of(target)
+        self.settings_read = False
 
     def _stage(self, tmp: str, constraints: list[str] | None) -> list[str]:
         """The host constraint files, copied into the target's scratch folder; their paths there."""
@@ -128,12 +131,15 @@ class PipInstaller(Installer):
     def _pip(self, args: list[str], what: str, env: dict[str, str] | None = None, dry_run: bool = False) -> proc.ProcResult:
         base = ["--disable-pip-version-check", "--no-input"]
         # every call runs pip without site, the install and uninstall too: no .pth import line or sitecustomize.py of the
-        # target runs, and no process starts (wheels only, byte-compiled in pip's own process); only the calls that
-        # change nothing may run sparkdoctor's own pip (pip_from): what changes the target is the target's own pip
-        installs = args[0] in ("install", "uninstall") and "--dry-run" not in args
-        pip_from = ["--pip-from", self.pip_from] if self.pip_from and not installs else []
+        # target runs, and no process starts (wheels only, byte-compiled in pip's own process)
+        pip_from = ["--pip-from", self.pip_from] if self.pip_from else []
+        if args[0] == "install" and not self.settings_read:
+            self._refuse_elsewhere(pip_from, env)
         result = self.target.run_script(Path(PIP_NO_SITE), [*pip_from, args[0], *base, *args[1:]], TIMEOUT, env=env)
         too_old = not pip_from and not result.ok and dry_run and any(old in (result.stderr or "") for old in OLD_PIP)
+        if too_old and (misfit := own_pip_misfit(self.inventory.version)):
+            raise UnchangedError(f"{what} failed: {self.inventory.python}'s pip is older than 22.2 (no --dry-run --report), "
+                                 f"and {misfit}: upgrade the target's pip; nothing was changed")
         if too_old and getattr(self.target, "shares_files", True) and (own := own_pip_folder()):
             # a pip older than 22.2 has no --dry-run --report: sparkdoctor's pip resolves, run by the target's
             # interpreter without site, as whatif does; the install itself stays the target's own pip
@@ -141,6 +147,18 @@ class PipInstaller(Installer):
         if not result.ok:
             raise _fail(what, result, dry_run)
         return result
+
+    def _refuse_elsewhere(self, pip_from: list[str], env: dict[str, str] | None) -> None:
+        """pip's settings that install somewhere else than the target's environment (PIP_TARGET, PIP_PREFIX, PIP_ROOT,
+        or `target`/`prefix`/`root` in a pip config file; an empty value does not undo one): the install landed there,
+        the apply saw no change and was undone, and the folder written stayed. Refused before anything is changed."""
+        result = self.target.run_script(Path(PIP_NO_SITE), [*pip_from, "config", "list"], TIMEOUT, env=env)
+        found = [ln.strip() for ln in (result.stdout or "").splitlines() if ELSEWHERE.match(ln.strip())]
+        if found:
+            raise UnchangedError(f"pip's settings install somewhere else than {self.inventory.python}'s environment "
+                                 f"({'; '.join(found)[:300]}; from PIP_TARGET/PIP_PREFIX/PIP_ROOT or a pip config file): "
+                                 "unset them for fix; nothing was changed")
+        self.settings_read = True
 
     def _offline(self, offline_from: str, tmp: str) -> tuple[list[str], dict[str, str]]:
         """The journal's wheels (on this machine), copied into the target: pip's args and env to use them alone."""
@@ -150,7 +168,7 @@ class PipInstaller(Installer):
                 {"PIP_NO_INDEX": "1", "PIP_CONSTRAINT": "", "PIP_FIND_LINKS": f"{tmp}/wheels"})
 
     def describe(self) -> str:
-        return f"{self.inventory.python} -m pip"
+        return f"{self.inventory.python} -m pip" + (f" (sparkdoctor's pip from {self.pip_from}: the target has none)" if self.pip_from else "")
 
     def dry_run(self, requirements: list[str], *, no_deps: bool = False, ignore_installed: bool = False,
                 constraints: list[str] | None = None, env: dict[str, str] | None = None,
@@ -200,7 +218,8 @@ class PipInstaller(Installer):
         try:
             with self.files.scratch() as tmp:
                 # without site, as the comment in _pip says: fetching wheels needs no package's .pth line
-                _fetch(requirements, tmp, lambda args: self.target.run_script(Path(PIP_NO_SITE), args, TIMEOUT))
+                pip_from = ["--pip-from", self.pip_from] if self.pip_from else []
+                _fetch(requirements, tmp, lambda args: self.target.run_script(Path(PIP_NO_SITE), [*pip_from, *args], TIMEOUT))
                 names = [n for n in self.files.listdir(tmp) if n.endswith(".whl")]
                 got = self.files.export([f"{tmp}/{n}" for n in names], Path(dest))
                 for path, row in got.items():
@@ -238,81 +257,26 @@ def _match(requirements: list[str], dest: str) -> dict[str, str | None]:
     return out
 
 
-def uv_binary() -> str | None:
-    found = shutil.which("uv")
-    if found:
-        return found
-    beside = Path(sys.executable).with_name("uv")
-    return str(beside) if beside.exists() else None
-
-
-class UvInstaller(Installer):
-    """uv installs into a uv venv; its dry runs are sparkdoctor's own pip's, run by the target's interpreter without
-    site (`dry_run`): uv would start the interpreter with site to ask about it, running the target's .pth lines."""
-
-    name = "uv"
-
-    def __init__(self, uv: str, inventory: Inventory, resolver: PipInstaller):
-        self.uv, self.inventory, self.resolver = uv, inventory, resolver
-
-    def describe(self) -> str:
-        return f"uv pip --python {self.inventory.python}"
-
-    def _uv(self, args: list[str], what: str, env: dict[str, str] | None = None) -> proc.ProcResult:
-        full = dict(os.environ)
-        full.update(env or {})
-        result = proc.run([self.uv, "pip", args[0], "--python", self.inventory.python, *args[1:]], timeout=TIMEOUT, env=full)
-        if not result.ok:
-            raise _fail(what, result)
-        return result
-
-    def dry_run(self, requirements: list[str], *, no_deps: bool = False, ignore_installed: bool = False,
-                constraints: list[str] | None = None, env: dict[str, str] | None = None,
-                offline_from: str | None = None) -> Resolution:
-        return self.resolver.dry_run(requirements, no_deps=no_deps, ignore_installed=ignore_installed,
-                                     constraints=constraints, env=env, offline_from=offline_from)
-
-    def install(self, requirements: list[str], *, force_reinstall: bool = False, no_deps: bool = False,
-                offline_from: str | None = None, constraints: list[str] | None = None) -> None:
-        args = ["install", *WHEELS_ONLY, *_constraint_args(constraints)]
-        args += (["--reinstall"] if force_reinstall else []) + (["--no-deps"] if no_deps else [])
-        if offline_from:
-            args += ["--offline", "--no-index", "--find-links", offline_from]
-        self._uv([*args, "--", *requirements], f"uv pip install {' '.join(requirements)}")
-
-    def uninstall(self, names: list[str]) -> None:
-        if names:
-            self._uv(["uninstall", "--", *names], f"uv pip uninstall {' '.join(names)}")
-
-    def download(self, requirements: list[str], dest: str) -> dict[str, str | None]:
-        # uv has no `download`; the host's pip fetches the same wheels for the target's Python.
-        py = self.inventory.version
-        run = lambda args: proc.run([sys.executable, "-m", "pip", args[0], "--python-version", py, *args[1:]], timeout=TIMEOUT)  # noqa: E731
-        _fetch(requirements, dest, run)
-        return _match(requirements, dest)
-
-
 def for_target(target: Target, inventory: Inventory) -> Installer:
-    """uv for a uv venv (or a venv without pip, when uv is here); pip otherwise. In a container,
-    always the container's own pip: a uv on this machine cannot reach into it."""
+    """The target's own pip; sparkdoctor's own pip for a local venv without pip (a uv venv). In a container, always the
+    container's own pip: sparkdoctor's pip is not in the container's files."""
     if getattr(target, "kind", "python") == "container":
         if not inventory.has_pip:
-            raise FixError(f"{inventory.python} in container {getattr(target, 'name', '?')} has no pip, and uv on this machine "
-                           "cannot reach into a container: install pip in that environment (or fix the image)")
+            raise FixError(f"{inventory.python} in container {getattr(target, 'name', '?')} has no pip, and sparkdoctor's own "
+                           "pip is not in the container's files: install pip in that environment (or fix the image)")
         return PipInstaller(target, inventory)
-    uv = uv_binary()
-    if (inventory.uv or not inventory.has_pip) and uv:
-        own = own_pip_folder()
-        if own is None:
-            raise UnchangedError(f"{inventory.python} has no pip, and sparkdoctor's own pip, which resolves a plan there "
-                                 "without running the target's code, cannot be found: reinstall sparkdoctor with pip")
-        return UvInstaller(uv, inventory, PipInstaller(target, inventory, pip_from=own))
     if not inventory.has_pip:
         # nothing was changed: exit 6, as for an index that cannot be reached, never 5 (a failed apply)
-        made_by = " (uv made this venv)" if inventory.uv else ""
         if inventory.externally_managed:  # Debian and Ubuntu disable ensurepip for it, and pip would refuse anyway
             raise UnchangedError(f"{inventory.python} has no pip and is marked EXTERNALLY-MANAGED by the OS (PEP 668): fix a "
                                  "venv instead (python3 -m venv --system-site-packages)")
-        raise UnchangedError(f"{inventory.python} has no pip, and no uv is on PATH to drive it{made_by}: put uv on PATH, "
-                             f"or add pip with `{inventory.python} -m ensurepip`")
+        own = own_pip_folder()
+        if own is None:
+            raise UnchangedError(f"{inventory.python} has no pip, and sparkdoctor's own pip, which installs there without "
+                                 f"running the target's code, cannot be found: reinstall sparkdoctor with pip, or add pip with "
+                                 f"`{inventory.python} -m ensurepip`")
+        if misfit := own_pip_misfit(inventory.version):
+            raise UnchangedError(f"{inventory.python} has no pip, and {misfit}: add pip to the target with "
+                                 f"`{inventory.python} -m ensurepip`")
+        return PipInstaller(target, inventory, pip_from=own)
     return PipInstaller(target, inventory)

@@ -63,6 +63,26 @@ def own_pip_folder() -> str | None:
     spec = importlib.util.find_spec("pip")
     origin = spec.origin if spec is not None else None
     return os.path.dirname(os.path.dirname(origin)) if origin else None
+def own_pip_misfit(version: str) -> str | None:
+    """Why sparkdoctor's own pip cannot run on a target's Python `version` ("3.8"): its Requires-Python leaves that out
+    (pip 26 needs 3.10; run by a 3.9 interpreter it stops on a TypeError of its own); None when it can, or when either
+    is not known."""
+    from importlib import metadata
+
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    folder = own_pip_folder()
+    dist = next(iter(metadata.distributions(name="pip", path=[folder])), None) if folder else None
+    needs = (dist.metadata.get_all("Requires-Python") or [None])[0] if dist is not None else None
+    try:
+        if dist is not None and needs and not SpecifierSet(needs).contains(Version(version), prereleases=True):
+            return f"sparkdoctor's own pip {dist.version} needs Python {needs}, not {version}"
+    except (InvalidSpecifier, InvalidVersion):
+        pass
+    return None
+
+
 TARGET, CAPABILITIES, GPU = "target_env", "capabilities", "gpu"
 
 RAW: dict[str, tuple[proc.Running, dict[str, str]]] = {}

@@ -22,7 +22,7 @@ from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.facts import Facts
 from sparkdoctor.proc import ProcResult
-from sparkdoctor.targets.early import PIP_NO_SITE, own_pip_folder
+from sparkdoctor.targets.early import PIP_NO_SITE, own_pip_folder, own_pip_misfit
 from sparkdoctor.targets.interface import Target
 from sparkdoctor.text import clip
 from sparkdoctor.verify.stacks import conflict
@@ -139,7 +139,11 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
         return target.run_script(PIP_DRY, argv, timeout)
 
     result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)
-    if not result.ok and _NO_DRY_RUN.search(result.stderr or "") and local and own_pip() and own_pip_folder():
+    old = not result.ok and _NO_DRY_RUN.search(result.stderr or "") and local
+    if old and (misfit := own_pip_misfit(str((facts.target or {}).get("version") or ""))):
+        why = "has no pip" if "No module named pip" in (result.stderr or "") else "has a pip older than 22.2 (no --dry-run --report)"
+        raise ResolveError(f"{python} {why}, and {misfit}: add or upgrade the target's pip: nothing is predicted")
+    if old and own_pip() and own_pip_folder():
         pip = ["--pip-from", str(own_pip_folder())]  # sparkdoctor's pip, run by the target's interpreter without site
         seen.installer = f"{python} -m pip (sparkdoctor's pip, {own_pip_folder()})"
         result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)

@@ -7,7 +7,7 @@ Two kinds of target, each made the way its users make it:
   it installs: site-packages/__pycache__ holds the top-level modules' .pyc, six's and
   typing_extensions', as on every ordinary venv): fix drives it with `python -m pip`;
 - "uv": a uv venv (pyvenv.cfg has `uv = ...`, no pip), filled by `uv pip install` (no byte code):
-  fix drives it with `uv pip --python`.
+  fix drives it with sparkdoctor's own pip, run by the target's interpreter without site.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ DATA = Path(__file__).parent / "data"
 # typing_extensions: a top-level module no test plan touches (its .pyc sits in site-packages/__pycache__ beside six's)
 # decorator: a dist whose module sits directly in site-packages, reinstalled as a family by test_fix_faults
 # pip 22.0.2: what Ubuntu 22.04's venvs bring (no `install --dry-run --report`, which came in 22.2)
-WHEELS = ["pip==24.0", "pip==22.0.2", "six==1.16.0", "six==1.17.0", "idna==3.7", "cattrs==23.2.3", "attrs==23.2.0", "typing_extensions==4.12.2",
+# pip 26.2.1: a pip that needs Python 3.10 (sparkdoctor's own pip, for a target on 3.8 or 3.9)
+WHEELS = ["pip==26.2.1", "pip==24.0", "pip==22.0.2", "six==1.16.0", "six==1.17.0", "idna==3.7", "cattrs==23.2.3", "attrs==23.2.0", "typing_extensions==4.12.2",
           "decorator==5.1.1"]
 BASE = ["six==1.16.0", "idna==3.7", "cattrs==23.2.3", "attrs==23.2.0", "typing_extensions==4.12.2"]
 ENV_TEXT = "# the server's env file\nA=1\nVLLM_NVFP4_GEMM_BACKEND=marlin\nexport B=\"x y\"\n"
@@ -194,8 +195,10 @@ def diff(a: dict, b: dict) -> list[str]:
     return out
 
 
-def fix_cli(python: Path, *args: str, env: dict | None = None, timeout: float = 600, data: Path = DATA) -> proc.ProcResult:
-    argv = [sys.executable, "-m", "sparkdoctor", "fix", *args]
+def fix_cli(python: Path | None, *args: str, env: dict | None = None, timeout: float = 600, data: Path = DATA,
+            host: str = sys.executable) -> proc.ProcResult:
+    """`sparkdoctor fix` run by `host` (the interpreter sparkdoctor is installed for)."""
+    argv = [host, "-m", "sparkdoctor", "fix", *args]
     if python is not None and "--rollback" not in args and "--history" not in args:
         argv += ["--python", str(python), "--no-kernels", "--matrix", str(data / "matrix")]
         argv += [] if "--fixes" in args else ["--fixes", str(data / "fixes")]

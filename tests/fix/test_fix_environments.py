@@ -1,5 +1,5 @@
 """`fix` on environments built the ways Spark users build them, each made for real here: a uv venv (no pip in it)
-driven by a sparkdoctor installed where no uv is (`uv tool install`, `pipx`: uv is not beside its python, and not
+fixed by a sparkdoctor installed where no uv is (`uv tool install`, `pipx`: uv is not beside its python, and not
 on a `sudo` PATH); the OS's own python3 (Debian, Ubuntu, DGX OS, a container's), which PEP 668 marks
 EXTERNALLY-MANAGED; a `setup.py develop` checkout; a `pip install --user` copy over a non-venv python's own; a dist
 without RECORD."""
@@ -28,22 +28,22 @@ def elsewhere(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_a_uv_venv_with_no_uv_on_path_changes_nothing_and_says_what_to_do(tmp_path, wheels):
+def test_a_uv_venv_is_fixed_with_no_uv_on_path(tmp_path, wheels):
+    """A uv venv (no pip) is installed into by sparkdoctor's own pip, so no uv is needed: before, with none on PATH, fix
+    said "put uv on PATH" (exit 6), and with one, uv ran the target's .pth lines (test_fix_install_no_site.py)."""
     target = scenario.make_target(tmp_path, "uv", wheels)
     before = scenario.state(target, [])
     tool = elsewhere(tmp_path)
-    env = {"PATH": scenario.path_without_uv(tmp_path), "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state")}
+    env = {"PATH": scenario.path_without_uv(tmp_path), "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state"),
+           "PIP_FIND_LINKS": str(wheels), "PIP_NO_INDEX": "1"}
     argv = [str(tool), "-m", "sparkdoctor", "fix", "--python", str(target), "--no-kernels", "--matrix", str(scenario.DATA / "matrix"),
             "--fixes", str(scenario.DATA / "fixes")]
-    for extra in ([], ["--yes"]):
-        res = scenario.run([*argv, *extra], env=env)
-        lines = [line for line in res.stderr.splitlines() if line.startswith("sparkdoctor: error:")]
-        # before: exit 5 (an apply that failed and was rolled back) and "install pip in the target"
-        assert res.returncode == 6, res.stdout + res.stderr
-        assert len(lines) == 1 and "uv made this venv" in lines[0] and "put uv on PATH" in lines[0], res.stderr
-        assert f"{target} -m ensurepip" in lines[0]
+    res = scenario.run([*argv, "--yes"], env=env)
+    assert res.returncode == 0 and "sparkdoctor's pip" in res.stdout, res.stdout + res.stderr
+    assert "six-1.17.0.dist-info" in scenario.state(target, [])["dists"]
+    back = scenario.run([str(tool), "-m", "sparkdoctor", "fix", "--rollback"], env=env)
+    assert back.returncode == 0, back.stdout + back.stderr
     assert scenario.diff(before, scenario.state(target, [])) == []
-    assert not os.path.exists(tmp_path / "state" / "journals") or not os.listdir(tmp_path / "state" / "journals")
 
 
 @pytest.mark.slow
