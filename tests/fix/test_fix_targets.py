@@ -81,7 +81,8 @@ def test_container_options_are_checked_like_checks(tmp_path):
 # restore of a hand-edited file, the env file on this machine) in seconds, offline.
 LOCAL_CONTAINER = r"""#!/bin/sh
 case "$1 $2" in
-  "container inspect") [ "$3" = c1 ] || { echo "Error: No such container: $3" >&2; exit 1; }
+  "container inspect") name=$3; [ "$name" = -- ] && name=$4  # sparkdoctor ends the options: a name is never one
+    [ "$name" = c1 ] || { echo "Error: No such container: $name" >&2; exit 1; }
     echo '[{"Name": "/c1", "Id": "c1c1c1c1c1c1c1", "State": {"Running": true, "Status": "running"}, "Image": "sha256:feed", "Config": {"Image": "local:1"}}]'; exit 0;;
   "image inspect") echo '[{"Id": "sha256:feed", "Os": "linux", "Architecture": "amd64", "RootFS": {"Layers": ["sha256:1"]}}]'; exit 0;;
 esac
