@@ -291,3 +291,55 @@ def test_whatifs_site_finished_by_another_run_in_the_last_moment_is_used(tmp_pat
         finally:
             reader.close()
     assert not [p for p in site.path.parent.iterdir() if p.name.startswith(".site-")]  # its own copy removed
+
+
+def test_a_redirect_from_https_down_to_http_is_refused(tmp_path, monkeypatch):
+    """An index or a files host that answers an https request with a redirect to plain http: the reader followed it,
+    and the page or wheel bytes read over that hop could be changed on the way (only matrix tarballs are pinned by
+    sha256). The downgrade is refused in one line; an http -> http redirect is still followed."""
+    import http.server
+    import ssl
+    import subprocess
+    import threading
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+                           "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out",
+                           str(cert)], capture_output=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            if self.path == "/moved":
+                self.send_response(302)
+                self.send_header("Location", f"http://127.0.0.1:{plain.server_address[1]}/body")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", "4")
+            self.end_headers()
+            self.wfile.write(b"body")
+
+        def log_message(self, *args):
+            pass
+
+    plain = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    tls = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    tls.socket = context.wrap_socket(tls.socket, server_side=True)
+    for server in (plain, tls):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    client = Client(timeout=30)
+    try:
+        assert client.get(f"https://127.0.0.1:{tls.server_address[1]}/body").body == b"body"  # the TLS path works
+        assert client.get(f"http://127.0.0.1:{plain.server_address[1]}/moved").body == b"body"
+        with pytest.raises(RemoteError, match="redirected from https to plain http"):
+            client.get(f"https://127.0.0.1:{tls.server_address[1]}/moved")
+    finally:
+        client.close()
+        for server in (plain, tls):
+            server.shutdown()
+            server.server_close()

@@ -4,7 +4,7 @@ kept-alive connection per host, redirects followed, and every answer bounded.
 Chosen on measured numbers (docs/evidence/remote-wheels.md): for this access pattern (a handful of
 small range requests per wheel, to one or two hosts) a kept-alive http.client connection was as fast
 as requests and httpx, and urllib.request (a new TLS connection per request) was slower; it also adds
-no dependency. Only https and http URLs are followed.
+no dependency. Only https and http URLs are followed, never from https down to http.
 
 Bounds (every command that reads the network goes through here: `matrix update`, `matrix verify`,
 `track`, `whatif`, `mods --release`):
@@ -182,7 +182,11 @@ class Client:
                 self._discard(opened)  # a redirect's body is never read whole
                 if not location:
                     raise RemoteError(f"{url}: redirect without a Location")
-                url = urljoin(url, location)
+                target = urljoin(url, location)
+                if parts.scheme == "https" and urlsplit(target).scheme == "http":
+                    raise RemoteError(f"{url}: redirected from https to plain http ({target}): refused, an answer "
+                                      "over http could be changed on its way")
+                url = target
                 continue
             return opened
         raise RemoteError(f"{url}: more than {MAX_REDIRECTS} redirects")
