@@ -176,6 +176,13 @@ def ahead_outside(location, purelib):
         return False
 
 
+def pip_on_disk(dist):
+    """pip counts where its package is there to run, not where only its .dist-info stayed (a pip/ folder deleted by
+    hand or by a cleanup: `python -m pip` then says "No module named pip", and sparkdoctor's own pip is needed)."""
+    location = (dist or {}).get("location")
+    return bool(location) and os.path.isfile(os.path.join(location, "pip", "__main__.py"))
+
+
 def pyvenv_cfg():
     path = os.path.join(sys.prefix, "pyvenv.cfg")
     keys = {}
@@ -229,7 +236,7 @@ def main(argv):
         "is_venv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
         "externally_managed": externally_managed(sys.prefix != getattr(sys, "base_prefix", sys.prefix)),
         "uv": bool(cfg and "uv" in cfg),
-        "has_pip": "pip" in dists,
+        "has_pip": pip_on_disk(dists.get("pip")),
         "purelib": purelib,
         "writable": os.access(purelib, os.W_OK),
         "read_only": read_only(purelib),

@@ -226,3 +226,26 @@ def test_a_marked_os_python_without_pip_is_told_to_fix_a_venv_not_to_run_ensurep
     lines = [line for line in res.stderr.splitlines() if line.startswith("sparkdoctor: error:")]
     assert res.returncode == 6, res.stdout + res.stderr
     assert len(lines) == 1 and "EXTERNALLY-MANAGED" in lines[0] and "ensurepip" not in lines[0], res.stderr
+
+
+@pytest.mark.slow
+def test_a_venv_whose_pip_folder_is_gone_but_its_dist_info_stays_is_fixed_by_sparkdoctors_pip(tmp_path, wheels):
+    """A venv whose pip/ folder was deleted (by hand, by a cleanup script) but whose pip-*.dist-info stayed counted as
+    having pip: fix ran `python -m pip` there and failed with "No module named pip". pip is counted only where its
+    package is on disk; otherwise sparkdoctor's own pip installs, as for a venv without pip."""
+    import shutil
+
+    target = scenario.make_target(tmp_path, "pip", wheels)
+    site = next(target.parents[1].glob("lib/python*/site-packages"))
+    shutil.rmtree(site / "pip")
+    assert list(site.glob("pip-*.dist-info"))
+    before = scenario.state(target, [])
+    env = {"SPARKDOCTOR_STATE_DIR": str(tmp_path / "state"), "PIP_FIND_LINKS": str(wheels), "PIP_NO_INDEX": "1"}
+    argv = [sys.executable, "-m", "sparkdoctor", "fix", "--python", str(target), "--no-kernels", "--matrix",
+            str(scenario.DATA / "matrix"), "--fixes", str(scenario.DATA / "fixes")]
+    res = scenario.run([*argv, "--yes"], env=env)
+    assert res.returncode == 0 and "sparkdoctor's pip" in res.stdout, res.stdout + res.stderr
+    assert "six-1.17.0.dist-info" in scenario.state(target, [])["dists"]
+    back = scenario.run([sys.executable, "-m", "sparkdoctor", "fix", "--rollback"], env=env)
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert scenario.diff(before, scenario.state(target, [])) == []
