@@ -23,6 +23,9 @@ import stat
 import subprocess
 import time
 
+# probes/shared/ (the node's bundle carries it): one reader of small /proc and cgroup files
+from probe_memlimit import _count, _small, _under
+
 WORDS = ("NVRM", "Killed process", "invoked oom-killer", "blocked for more than")
 MAX_BYTES = 8 << 20  # of a log read
 MAX_LINES = 2000  # memory lines sent (the last ones)
@@ -35,30 +38,6 @@ MAX_OTHERS = 64
 LARGE_KIB = 100 * 1024  # a process this large is listed even when it does not use the GPU
 CONTAINER = re.compile(r"(?:docker|libpod|cri-containerd|crio)[-/]([0-9a-f]{12,64})")
 CGROUP_GLOBS = ("system.slice", "machine.slice", "docker")
-
-
-def _count(text):
-    """A non-negative decimal count as /proc and cgroup files write it, or None ("²".isdigit() is True, and int()
-    refuses it and any text past 4,300 digits: one odd process cost every holder of the node)."""
-    text = (text or "").strip()
-    return int(text) if text.isdigit() and len(text) <= 20 and all("0" <= c <= "9" for c in text) else None
-
-
-def _under(root, path):
-    return os.path.join(root, path.lstrip("/"))
-
-
-def _small(path, limit=1 << 16):
-    """A small regular file's text, or None: a FIFO or a device under a host root would block the read for good."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
-    with open(fd, "rb") as fh:
-        try:
-            return fh.read(limit).decode("utf-8", "replace") if stat.S_ISREG(os.fstat(fd).st_mode) else None
-        except OSError:
-            return None
 
 
 def texts(root):

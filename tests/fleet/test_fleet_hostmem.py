@@ -4,7 +4,6 @@ on the fixture host roots (tests/data/hostroots) and on kernel logs that /dev/km
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from sparkdoctor.collect.host_health import observe
 from sparkdoctor.facts import Facts
 from sparkdoctor.fleet.bundle import bundle
 from sparkdoctor.fleet.node import apply_node
-from sparkdoctor.locations import data_dir
+from tests.fleet.hostmem_probe import load_hostmem
 
 ROOTS = Path(__file__).resolve().parents[1] / "data" / "hostroots"
 LOGS = Path(__file__).resolve().parents[1] / "data" / "memory" / "logs"
@@ -70,11 +69,7 @@ def test_a_node_tells_unified_memory_from_its_pci_bus_as_check_does(tmp_path):
 
 
 def _hostmem():
-    path = data_dir("probes") / "fleet_node" / "fleetnode_hostmem.py"
-    spec = importlib.util.spec_from_file_location("fleetnode_hostmem", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_hostmem()
 
 
 def test_the_probe_filters_with_the_words_the_parser_filters_with():

@@ -6,7 +6,6 @@ the node's live root (`live=True`)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import stat
@@ -16,18 +15,14 @@ from pathlib import Path
 
 from sparkdoctor.facts import Facts
 from sparkdoctor.fleet.node import apply_node
-from sparkdoctor.locations import data_dir
+from tests.fleet.hostmem_probe import PROBE, SHARED, load_hostmem
 
-PROBE = data_dir("probes") / "fleet_node" / "fleetnode_hostmem.py"
 OOM = "[  394.558841] kernel: Out of memory: Killed process 12026 (python3) total-vm:75160kB, anon-rss:65280kB"
 REFUSED_DMESG = "echo 'dmesg: read kernel buffer failed: Operation not permitted' >&2; exit 1"
 
 
 def _probe():
-    spec = importlib.util.spec_from_file_location("fleetnode_hostmem", PROBE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_hostmem()
 
 
 def _stand_ins(tmp_path: Path, journal: str, dmesg: str = REFUSED_DMESG) -> dict[str, str]:
@@ -86,6 +81,7 @@ def test_a_tree_that_is_not_live_never_runs_the_nodes_commands(tmp_path, monkeyp
 
 FLOOD = """
 import importlib.util, json, resource, sys
+sys.path.insert(0, sys.argv[3])
 spec = importlib.util.spec_from_file_location("fleetnode_hostmem", sys.argv[1])
 probe = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(probe)
@@ -102,7 +98,7 @@ def test_a_journal_that_floods_costs_the_node_no_more_than_the_cap(tmp_path):
     (by more than 48 MB when the whole output was held before the cut)."""
     flood = f"head -c 48000000 /dev/zero | tr '\\0' 'x'; echo; echo '{OOM}'"
     env = _stand_ins(tmp_path, flood)
-    done = subprocess.run([sys.executable, "-c", FLOOD, str(PROBE), str(tmp_path / "node")], capture_output=True,
+    done = subprocess.run([sys.executable, "-c", FLOOD, str(PROBE), str(tmp_path / "node"), str(SHARED)], capture_output=True,
                           text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)

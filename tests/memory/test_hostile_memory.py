@@ -153,14 +153,9 @@ def test_a_missing_journalctl_is_said(tmp_path, monkeypatch):
 
 def _hostmem():
     """The fleet node probe's memory module, loaded from its file as the node runs it."""
-    import importlib.util
+    from tests.fleet.hostmem_probe import load_hostmem
 
-    probe = Path(__file__).resolve().parents[2] / "probes" / "fleet_node" / "fleetnode_hostmem.py"
-    spec = importlib.util.spec_from_file_location("fleetnode_hostmem_under_test", probe)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_hostmem("fleetnode_hostmem_under_test")
 
 
 def test_a_fleet_nodes_probe_reads_odd_numbers_as_unknown(tmp_path):
