@@ -20,10 +20,8 @@ from sparkdoctor.targets.container import ContainerTarget
 from sparkdoctor.targets.container_inspect import find_python
 from sparkdoctor.targets.local import TargetError
 
-FAKE = f"""#!{sys.executable}
-import os, subprocess, sys, threading
-args = sys.argv[1:]
-if args[:1] != ["exec"]:
+# a fake docker exec's reading of its arguments (-i, -e KEY=VALUE ..., the container, the command)
+READ_EXEC = '''if args[:1] != ["exec"]:
     sys.exit(2)
 args, env, stdin = args[1:], dict(os.environ), False
 while args[0].startswith("-"):
@@ -32,7 +30,12 @@ while args[0].startswith("-"):
     else:
         key, _, value = args[1].partition("=")
         env[key], args = value, args[2:]
-if os.environ.get("FAKE_NO_SH") and args[1] == "sh":
+'''
+
+FAKE = f"""#!{sys.executable}
+import os, subprocess, sys, threading
+args = sys.argv[1:]
+{READ_EXEC}if os.environ.get("FAKE_NO_SH") and args[1] == "sh":
     sys.stderr.write('OCI runtime exec failed: exec failed: unable to start container process: exec: "sh": '
                      'executable file not found in $PATH: unknown\\n')
     sys.exit(127)

@@ -14,7 +14,7 @@ import pytest
 
 from sparkdoctor.targets.container import ContainerTarget
 from sparkdoctor.targets.local import TargetError, parse_json_probe
-from tests.container.test_container_exec_bounded import running
+from tests.container.test_container_exec_bounded import READ_EXEC, running
 
 FAKE = f"""#!{sys.executable}
 import os, subprocess, sys, time
@@ -23,16 +23,7 @@ args = sys.argv[1:]
 if args[:1] == ["inspect"]:
     print("true" if os.environ.get("FAKE_STILL_RUNNING") or not os.path.exists(stop) else "false")
     sys.exit(0)
-if args[:1] != ["exec"]:
-    sys.exit(2)
-args, env, stdin = args[1:], dict(os.environ), False
-while args[0].startswith("-"):
-    if args[0] == "-i":
-        stdin, args = True, args[1:]
-    else:
-        key, _, value = args[1].partition("=")
-        env[key], args = value, args[2:]
-child = subprocess.Popen(args[1:], env=env, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, start_new_session=True)
+{READ_EXEC}child = subprocess.Popen(args[1:], env=env, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, start_new_session=True)
 if stdin:
     child.stdin.write(sys.stdin.buffer.read())
     child.stdin.close()
