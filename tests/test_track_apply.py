@@ -4,13 +4,12 @@ a full disk: the write fails with EFBIG after the bytes the limit lets through, 
 from __future__ import annotations
 
 import json
-import os
 import resource
 import subprocess
 import sys
 
-from tests.released_server import Registry, build_wheel
-from tests.test_tracking import RELEASES, write_matrix
+from tests.test_track_apply_concurrent import registry
+from tests.test_tracking import write_matrix
 
 LIMIT = 64 * 1024  # bytes a process of this test may write into one file
 
@@ -22,13 +21,7 @@ def test_a_write_that_fails_leaves_every_matrix_file_whole(tmp_path):
     demo = folder / "demo.toml"
     demo.write_text("# notes\n" * (2 * LIMIT // 8) + demo.read_text())  # a matrix file larger than the disk lets through
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    with Registry() as reg:
-        for version, body in RELEASES.items():
-            reg.add("demo", build_wheel(wheels, "demo", version, {"demo/core.py": body}))
-        env = {**os.environ, "SPARKDOCTOR_INDEX_URL": reg.url, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "c")}
-        env.pop("SPARKDOCTOR_DEBUG", None)
+    with registry(tmp_path) as env:
         done = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "track", "--matrix", str(folder), "--apply",
                                "--format", "json"], capture_output=True, text=True, timeout=120, env=env, check=False,
                               preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT, LIMIT)))
@@ -42,12 +35,7 @@ def test_a_write_that_fails_leaves_every_matrix_file_whole(tmp_path):
 def test_an_apply_that_fits_edits_the_files_in_place(tmp_path):
     """The same run with room on the disk: the bound closes at 0.4.0 and tracked moves, the rest kept byte for byte."""
     folder = write_matrix(tmp_path, ">=0.2.0", tracked="0.1.0")
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    with Registry() as reg:
-        for version, body in RELEASES.items():
-            reg.add("demo", build_wheel(wheels, "demo", version, {"demo/core.py": body}))
-        env = {**os.environ, "SPARKDOCTOR_INDEX_URL": reg.url, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "c")}
+    with registry(tmp_path) as env:
         done = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "track", "--matrix", str(folder), "--apply",
                                "--format", "json"], capture_output=True, text=True, timeout=120, env=env, check=False)
     assert done.returncode == 1, done.stderr
