@@ -16,7 +16,7 @@ def test_a_container_that_sends_without_end_fills_no_disk(tmp_path, monkeypatch)
     canary = tmp_path / "sent-it-all"
     files = ContainerFiles.__new__(ContainerFiles)
     files.where = "container hostile"
-    monkeypatch.setattr(files, "_argv", lambda mode, timeout: ["sh", "-c", f"head -c 20000000 /dev/zero && touch {canary}"],
+    monkeypatch.setattr(files, "_argv", lambda mode, timeout, token: ["sh", "-c", f"head -c 20000000 /dev/zero && touch {canary}"],
                         raising=False)
     monkeypatch.setattr(container_files, "export_cap", lambda dest: 1 << 20, raising=False)
     dest = tmp_path / "journal"
@@ -52,7 +52,7 @@ def test_a_sparse_member_is_not_unpacked_to_the_size_it_claims(tmp_path, monkeyp
     files = ContainerFiles.__new__(ContainerFiles)
     files.where = "container hostile"
     script = f"cd {made} && exec tar --sparse --format=gnu -cf - 0"
-    monkeypatch.setattr(files, "_argv", lambda mode, timeout: ["sh", "-c", script], raising=False)
+    monkeypatch.setattr(files, "_argv", lambda mode, timeout, token: ["sh", "-c", script], raising=False)
     dest = tmp_path / "journal"
     dest.mkdir()
     assert files.export(["/x/y.whl"], dest) == {}
@@ -80,7 +80,7 @@ def test_link_members_are_not_unpacked_to_copies_of_what_they_name(tmp_path, mon
         tar.addfile(alias, io.BytesIO(body))
     files = ContainerFiles.__new__(ContainerFiles)
     files.where = "container hostile"
-    monkeypatch.setattr(files, "_argv", lambda mode, timeout: ["cat", str(made)], raising=False)
+    monkeypatch.setattr(files, "_argv", lambda mode, timeout, token: ["cat", str(made)], raising=False)
     dest = tmp_path / "journal"
     dest.mkdir()
     got = files.export(["/a", "/b", "/c"], dest)
