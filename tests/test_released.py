@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from contextlib import contextmanager
 
 import pytest
 
@@ -30,6 +31,19 @@ def _wheels(tmp_path, zip64=False):
 
 def _reader(reg, tmp_path):
     return Reader(index=Index(Client(timeout=30), reg.url), root=tmp_path / "cache")
+
+
+@contextmanager
+def _serving_both_releases(tmp_path):
+    """A reader of a local registry holding both vllm releases (0.1.0 for aarch64 and x86_64, 0.2.0), closed after."""
+    with Registry() as reg:
+        for w in _wheels(tmp_path):
+            reg.add("vllm", w)
+        reader = _reader(reg, tmp_path)
+        try:
+            yield reader
+        finally:
+            reader.close()
 
 
 @pytest.mark.parametrize("zip64", [False, True])
@@ -203,21 +217,14 @@ def test_whatifs_kept_site_with_a_damaged_marker_is_made_again(tmp_path, marker)
     from sparkdoctor.whatif.hypothetical import ScratchSite
     from sparkdoctor.whatif.resolve import Change
 
-    old, x86, new = _wheels(tmp_path)
-    with Registry() as reg:
-        for w in (old, x86, new):
-            reg.add("vllm", w)
-        reader = _reader(reg, tmp_path)
-        try:
-            with ScratchSite(reader, Change("vllm", "0.1.0", "0.2.0")) as site:
-                first = site.members
-            done = site.path / ".complete"
-            done.unlink()
-            done.mkdir() if marker == "folder" else done.write_text(marker)
-            with ScratchSite(reader, Change("vllm", "0.1.0", "0.2.0")) as again:
-                assert again.members == first and (again.path / "vllm" / "envs.py").read_bytes() == ENVS_NEW
-        finally:
-            reader.close()
+    with _serving_both_releases(tmp_path) as reader:
+        with ScratchSite(reader, Change("vllm", "0.1.0", "0.2.0")) as site:
+            first = site.members
+        done = site.path / ".complete"
+        done.unlink()
+        done.mkdir() if marker == "folder" else done.write_text(marker)
+        with ScratchSite(reader, Change("vllm", "0.1.0", "0.2.0")) as again:
+            assert again.members == first and (again.path / "vllm" / "envs.py").read_bytes() == ENVS_NEW
     assert first == 1 and (site.path / ".complete").read_text() == "1"
 
 
@@ -269,27 +276,20 @@ def test_whatifs_site_finished_by_another_run_in_the_last_moment_is_used(tmp_pat
     from sparkdoctor.whatif.hypothetical import ScratchSite
     from sparkdoctor.whatif.resolve import Change
 
-    old, x86, new = _wheels(tmp_path)
-    with Registry() as reg:
-        for w in (old, x86, new):
-            reg.add("vllm", w)
-        reader = _reader(reg, tmp_path)
-        try:
-            with ScratchSite(reader, Change("vllm", "0.1.0", "0.2.0")) as site:
-                aside = tmp_path / "other-runs-site"
-                shutil.copytree(site.path, aside)
-            shutil.rmtree(site.path)
-            real_replace = os.replace
+    with _serving_both_releases(tmp_path) as reader:
+        with ScratchSite(reader, Change("vllm", "0.1.0", "0.2.0")) as site:
+            aside = tmp_path / "other-runs-site"
+            shutil.copytree(site.path, aside)
+        shutil.rmtree(site.path)
+        real_replace = os.replace
 
-            def the_other_run_lands_first(src, dst):  # the other run's rename, just before this run's
-                shutil.copytree(aside, dst)
-                return real_replace(src, dst)
+        def the_other_run_lands_first(src, dst):  # the other run's rename, just before this run's
+            shutil.copytree(aside, dst)
+            return real_replace(src, dst)
 
-            monkeypatch.setattr(hypothetical.os, "replace", the_other_run_lands_first)
-            with ScratchSite(reader, Change("vllm", "0.1.0", "0.2.0")) as again:
-                assert again.members == 1 and (again.path / "vllm" / "envs.py").read_bytes() == ENVS_NEW
-        finally:
-            reader.close()
+        monkeypatch.setattr(hypothetical.os, "replace", the_other_run_lands_first)
+        with ScratchSite(reader, Change("vllm", "0.1.0", "0.2.0")) as again:
+            assert again.members == 1 and (again.path / "vllm" / "envs.py").read_bytes() == ENVS_NEW
     assert not [p for p in site.path.parent.iterdir() if p.name.startswith(".site-")]  # its own copy removed
 
 
