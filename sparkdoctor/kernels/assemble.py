@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,8 +112,7 @@ def compile_job(job: Job, workdir: Path, hung: set[str], lock: threading.Lock, r
         if job.ptxas.identity in hung:
             rec.update(outcome="timeout", error=f"not tried: this ptxas hung on another probe (over {COMPILE_TIMEOUT:.0f}s)")
             return
-    folder = workdir / (job.key[:24] or f"{job.probe.id}-{job.arch}-{id(job)}")  # keys are unique per job
-    folder.mkdir()
+    folder = Path(tempfile.mkdtemp(prefix=f"{job.key[:24] or job.probe.id}-", dir=workdir))
     ptx, cubin = folder / "in.ptx", folder / "out.cubin"
     ptx.write_text(job.probe.ptx_for(job.arch), encoding="utf-8")
     result, bad_output = (runner or run_ptxas)(job.ptxas, job.arch, ptx, cubin, COMPILE_TIMEOUT)

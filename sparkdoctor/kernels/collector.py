@@ -93,7 +93,9 @@ def run(ctx: Context) -> dict[str, object]:
 def _plan(ctx: Context, probes: list[Probe], usable: list[tools.Tool], target: str, source: str,
           target_note: str | None) -> tuple[list[Job], dict[str, tuple[str | None, str]]]:
     """Every job, in preference order per probe, and each probe's (arch note, arch source)."""
-    settings = plain_sm12x_settings(ctx.facts.env or {}, ctx.facts.capabilities)
+    settings: dict[str, str] = {}  # plain arch -> every setting that targets it: one diagnosis compile each
+    for setting, plain in plain_sm12x_settings(ctx.facts.env or {}, ctx.facts.capabilities):
+        settings[plain] = f"{settings[plain]} and {setting}" if plain in settings else setting
     disassemblers = {t.identity: tools.find_disassembler(t) for t in usable}
     jobs: list[Job] = []
     arch_notes: dict[str, tuple[str | None, str]] = {}
@@ -103,7 +105,7 @@ def _plan(ctx: Context, probes: list[Probe], usable: list[tools.Tool], target: s
         ordered = tools.preferred(usable, arch)
         for rank, tool in enumerate(ordered):
             jobs.append(Job(probe, tool, arch, "target", primary=rank == 0, disassembler=disassemblers[tool.identity]))
-        for setting, plain in settings:
+        for plain, setting in settings.items():
             if arch_base(plain) in probe.family and plain != arch:
                 jobs.append(Job(probe, ordered[0], plain, "diagnosis", setting))
     return jobs, arch_notes

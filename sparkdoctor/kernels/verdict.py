@@ -23,7 +23,8 @@ def entry(probe: Probe, runs: list[dict[str, Any]], arch_note: str | None, arch_
             detail += f"; the ptxas {', '.join(r['used_by'])} uses, {who(r)}, does not: {r['explanation'] or r['error']}"
     for r in runs:
         if r["purpose"] == "diagnosis" and not r["compiled"]:
-            detail += f"; {r['setting']} targets plain {r['arch']}: {r['explanation'] or r['error']}"
+            verb = "target" if " and " in r["setting"] else "targets"  # the settings that share one plain arch
+            detail += f"; {r['setting']} {verb} plain {r['arch']}: {r['explanation'] or r['error']}"
     if arch_note:
         detail = f"{arch_note}; {detail}"
     return {

@@ -1,0 +1,139 @@
+"""Hostile inputs aimed at the kernel probes: build settings that ask for the same plain-arch compile twice, a
+GPU runner child whose reply is short, partial or mistyped, and a cache whose cubin was swapped behind its record.
+Real ptxas compiles; the GPU runner is a real child process (a stand-in script in place of cuda_driver.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sparkdoctor import cuda_driver, kernels
+from tests.test_kernel_proof import real_cubin
+from tests.test_kernels import GB10, SM12X, make_ctx, needs_ptxas, system_toolkit
+
+# A stand-in for `cuda_driver.py --run-jobs`: it answers every job as the real runner would, with zeros read back
+# (a full-size, wrong result), then MODE spoils the reply the way a broken or hostile child could.
+RUNNER = """
+import json, sys
+MODE = {mode!r}
+results = []
+for job in json.load(sys.stdin)["jobs"]:
+    outputs = {{b["name"]: "00" * b["size"] for b in job["buffers"] if "size" in b}}
+    r = {{"id": job["id"], "ok": True, "error": None, "device": {{"name": "NVIDIA GB10", "cc": "12.1"}}, "outputs": outputs, "ms": 1.0}}
+    if MODE == "short":
+        r["outputs"] = {{k: v[:-2] for k, v in outputs.items()}}
+    elif MODE == "missing":
+        del r["outputs"]
+    elif MODE == "device-text":
+        r["device"] = "NVIDIA GB10"
+    elif MODE == "list-id":
+        r["id"] = [job["id"]]
+    elif MODE == "nan-ms":
+        r["ms"] = float("nan")
+    elif MODE == "ok-text":
+        r["ok"] = "yes"
+    results.append(r)
+print(json.dumps({{"results": results}}))
+"""
+
+
+@pytest.fixture
+def no_disassembler(monkeypatch):
+    monkeypatch.setattr(kernels.tools, "find_disassembler", lambda ptxas: None)
+
+
+def _runner(tmp_path, monkeypatch, mode: str) -> None:
+    script = tmp_path / "runner.py"
+    script.write_text(RUNNER.format(mode=mode))
+    monkeypatch.setattr(cuda_driver, "__file__", str(script))
+
+
+@needs_ptxas
+def test_two_settings_that_target_the_same_plain_arch_are_one_diagnosis(tmp_path, no_disassembler):
+    """Both arch lists naming plain 12.1 queued two identical diagnosis compiles with one key: the second one's
+    work folder existed already, and FileExistsError took the whole kernels collector down (every probe lost)."""
+    env = {"TORCH_CUDA_ARCH_LIST": "12.1", "FLASHINFER_CUDA_ARCH_LIST": "8.0;12.1"}
+    out = kernels.run(make_ctx(tmp_path, [system_toolkit()], arch="sm_121a", env=env))["kernels"]
+    for pid in SM12X:
+        [diagnosis] = [r for r in out[pid]["runs"] if r["purpose"] == "diagnosis"]
+        assert diagnosis["setting"] == "TORCH_CUDA_ARCH_LIST=12.1 and FLASHINFER_CUDA_ARCH_LIST=8.0;12.1"
+        assert diagnosis["compiled"] is False
+        assert "TORCH_CUDA_ARCH_LIST=12.1 and FLASHINFER_CUDA_ARCH_LIST=8.0;12.1 target plain sm_121: " in out[pid]["detail"]
+
+
+@needs_ptxas
+@pytest.mark.parametrize(("mode", "why"), [
+    ("short", "output 'out' has 127 bytes, 128 were read back"),
+    ("missing", "no 'outputs'"),
+    ("device-text", "'device' is not a name and a cc"),
+    ("ok-text", "no true/false 'ok'"),
+    ("list-id", "no result"),
+])
+def test_a_gpu_runner_reply_that_cannot_be_read_is_an_error_not_a_wrong_result(tmp_path, monkeypatch, no_disassembler, mode, why):
+    """A short or missing output buffer was compared as if the GPU had computed it ("WRONG RESULTS", a fail on
+    the GPU's arithmetic); a `device` that was not a mapping (AttributeError) or an unhashable id (TypeError)
+    took the whole kernels collector down. Each is now an error of that run, named."""
+    _runner(tmp_path, monkeypatch, mode)
+    out = kernels.run(make_ctx(tmp_path, [system_toolkit()], arch="sm_121a", gpus=GB10))["kernels"]
+    for pid in SM12X:
+        run = out[pid]["runs"][0]
+        assert (out[pid]["status"], run["ran"], run["verified"]) == ("error", False, None), out[pid]["detail"]
+        assert "WRONG RESULTS" not in out[pid]["detail"]
+    assert why in out["e2m1-cvt"]["runs"][0]["run_note"]
+
+
+@needs_ptxas
+def test_a_full_wrong_read_back_still_fails_and_a_nan_time_is_dropped(tmp_path, monkeypatch, no_disassembler):
+    _runner(tmp_path, monkeypatch, "nan-ms")
+    out = kernels.run(make_ctx(tmp_path, [system_toolkit()], arch="sm_121a", gpus=GB10))["kernels"]
+    for pid in SM12X:
+        run = out[pid]["runs"][0]
+        assert (out[pid]["status"], run["ran"], run["verified"]) == ("fail", True, False)
+        assert run["run_ms"] is None
+    json.dumps(out, allow_nan=False)  # the facts stay strict JSON
+
+
+def test_a_runner_error_is_cut_to_one_short_line(tmp_path, monkeypatch):
+    script = tmp_path / "runner.py"
+    script.write_text("import json, sys\nsys.stdin.read()\nprint(json.dumps({'results': [{'id': 'x', 'ok': False, 'error': 'E' * 10**6}]}))\n")
+    monkeypatch.setattr(cuda_driver, "__file__", str(script))
+    [result] = kernels.run_on_gpu([{"id": "x"}])
+    assert result["ok"] is False and len(result["error"]) == kernels.gpu_run.MAX_ERROR
+
+
+@needs_ptxas
+@pytest.mark.parametrize("damage", ["swapped", "cut", "gone"])
+def test_a_cubin_that_is_not_the_one_cached_with_its_record_is_compiled_again(tmp_path, monkeypatch, no_disassembler, damage):
+    """The cache served a compiled record on its word and sent whatever cubin sat beside it to the GPU once its
+    header named the arch: a valid sm_121a cubin of another kernel was run as the probe; a damaged or missing
+    one left the probe unrun ("run again with --no-cache"). A compiled entry now counts only with the cubin
+    whose sha256 it was written with; anything else is a miss, compiled again."""
+    sent: list[bytes] = []
+
+    def gpu(requests, timeout=None):
+        sent.extend(open(r["cubin"], "rb").read() for r in requests)
+        return [{"id": r["id"], "ok": False, "error": "stand-in"} for r in requests]
+
+    monkeypatch.setattr(kernels.gpu_run, "run_on_gpu", gpu)
+    kernels.run(make_ctx(tmp_path, [system_toolkit()], arch="sm_121a", gpus=GB10, driver={"version": "580.95.05"}))
+    fresh = sorted(sent)
+    other = real_cubin(tmp_path / "other", "sm_121a").read_bytes()
+    cubins = sorted((tmp_path / "cache" / "kernels").glob("*.cubin"))
+    assert len(cubins) == len(SM12X)
+    for cubin in cubins:
+        if damage == "swapped":
+            cubin.write_bytes(other)
+        elif damage == "cut":
+            cubin.write_bytes(cubin.read_bytes()[:-16])
+        else:
+            cubin.unlink()
+    sent.clear()
+    out = kernels.run(make_ctx(tmp_path, [system_toolkit()], arch="sm_121a", gpus=GB10, driver={"version": "590.1"}))["kernels"]
+    assert sorted(sent) == fresh and other not in sent
+    for pid in SM12X:
+        run = out[pid]["runs"][0]
+        assert run["cached"] is False and run["compiled"] is True and run["ran"] is False
+    healed = kernels.run(make_ctx(tmp_path, [system_toolkit()], arch="sm_121a", gpus=[]))["kernels"]
+    assert all(e["runs"][0]["cached"] for e in healed.values())  # and rewritten
+
