@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -14,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from sparkdoctor import proc
 from sparkdoctor.arch import arch_cc, parse_arch
 from sparkdoctor.collector import Context
-from sparkdoctor.kernels import cubin as cubin_check
 from sparkdoctor.kernels.assemble import Job
 from sparkdoctor.kernels.cache import Cache
 from sparkdoctor.kernels.probes import Probe, ProbeError
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from sparkdoctor import cuda_driver
 
 RUN_TIMEOUT = 30.0
+MAX_ERROR = 300  # characters of one runner error kept: a flooding child cannot bloat the report
+
 
 def matching_gpu(gpus: Sequence[Mapping[str, object]] | None, arch: str) -> Mapping[str, object] | None:
     """The first GPU a cubin for `arch` runs on (a: the same cc; plain and f: later minors too)."""
@@ -59,26 +61,55 @@ def run_on_gpu(requests: Sequence[cuda_driver.Job]) -> list[cuda_driver.Ran]:
         if not isinstance(reply, dict) or not isinstance(reply.get("results", []), list):
             reply, failed = {}, "the GPU runner's reply is not what it writes"
         if not failed and reply.get("error"):
-            failed = str(reply["error"])
+            failed = str(reply["error"])[:MAX_ERROR]
         if not failed:
-            by_id: dict[str, cuda_driver.Ran] = {r.get("id"): r for r in reply.get("results", []) if _well_formed(r)}
-            return [by_id.get(req["id"]) or {"id": req["id"], "ok": False, "error": "no result"} for req in requests]
+            by_id = {r["id"]: r for r in reply.get("results", []) if isinstance(r, dict) and isinstance(r.get("id"), str)}
+            return [_read_result(req, by_id.get(req["id"])) for req in requests]
     return [{"id": req["id"], "ok": False, "error": failed} for req in requests]
 
 
-def _well_formed(result: object) -> bool:
-    """A result the GPU phase can read: a dict whose outputs, if any, map names to hex strings."""
-    if not isinstance(result, dict):
-        return False
-    outputs = result.get("outputs", {})
-    if not isinstance(outputs, dict) or not all(isinstance(h, str) for h in outputs.values()):
-        return False
-    try:
-        for h in outputs.values():
-            bytes.fromhex(h)
-    except ValueError:
-        return False
-    return True
+def _read_result(request: cuda_driver.Job, result: object) -> cuda_driver.Ran:
+    """The runner's result for `request` when it is what the runner writes: a bool `ok`, a `device`
+    mapping, and when ok every output buffer asked for, in hex, of the size asked; anything else is
+    an error of the run, never a verdict on the GPU's arithmetic (a short or missing buffer is not
+    a wrong result)."""
+    if result is None:
+        return {"id": request["id"], "ok": False, "error": "no result"}
+    problem = _reply_problem(request, result)
+    if problem:
+        return {"id": request["id"], "ok": False, "error": f"the GPU runner's result is malformed: {problem}"}
+    assert isinstance(result, dict)
+    error, ms = result.get("error"), result.get("ms")
+    read: cuda_driver.Ran = {"id": request["id"], "ok": result["ok"], "error": None if error is None else str(error)[:MAX_ERROR],
+                             "outputs": result.get("outputs") or {}, "device": result.get("device") or {}}
+    if isinstance(ms, (int, float)) and not isinstance(ms, bool) and math.isfinite(ms):
+        read["ms"] = float(ms)
+    return read
+
+
+def _reply_problem(request: cuda_driver.Job, result: object) -> str | None:
+    if not isinstance(result, dict) or not isinstance(result.get("ok"), bool):
+        return "no true/false 'ok'"
+    device = result.get("device", {})
+    if not isinstance(device, dict) or not all(isinstance(device.get(k, ""), str) for k in ("name", "cc")):
+        return "'device' is not a name and a cc"
+    if not result["ok"]:
+        return None
+    outputs = result.get("outputs")
+    if not isinstance(outputs, dict):
+        return "no 'outputs'"
+    read: dict[str, bytes] = {}
+    for name, text in outputs.items():
+        try:
+            read[name] = bytes.fromhex(text)
+        except (TypeError, ValueError):
+            return f"output '{name}' is not hex"
+    for buf in request.get("buffers", []):
+        if "size" in buf and buf["name"] not in read:
+            return f"output '{buf['name']}' is missing"
+        if "size" in buf and len(read[buf["name"]]) != buf["size"]:
+            return f"output '{buf['name']}' has {len(read[buf['name']])} bytes, {buf['size']} were read back"
+    return None
 
 
 def reference_function(probe: Probe, field_name: str) -> Callable[..., Any]:
@@ -142,16 +173,11 @@ def gpu_phase(jobs: list[Job], ctx: Context, cache: Cache, workdir: Path | None)
     assert workdir is not None
     requests, cases = [], {}
     for index, (job, gpu, run_key) in enumerate(pending):
-        cubin = job.cubin
-        if cubin is None:
-            hit = cache.get(job.key, want_cubin=True)
-            cubin = hit[1] if hit else None
-        found = cubin_check.cubin_arch(cubin)[0] if cubin is not None else None
-        if cubin is None or found is None or not cubin_check.matches(found, job.arch):
-            job.record["run_note"] = f"not run: the cached cubin is {'gone' if cubin is None else 'damaged'}; run again with --no-cache"
+        if job.cubin is None:  # compiled, fresh or cached, always comes with its checked cubin (Cache.lookup)
+            job.record["run_note"] = "not run: its cubin is gone"
             continue
         path = workdir / f"run-{index}.cubin"
-        path.write_bytes(cubin)
+        path.write_bytes(job.cubin)
         buffers = probe_buffers(job.probe)
         cases[str(index)] = (job, gpu, run_key, buffers)
         requests.append(gpu_request(job, path, buffers, str(index)))
