@@ -37,7 +37,7 @@ def mma_reference(
                     term *= Fraction(scale_a[row][kk // block]) * Fraction(scale_b[kk // block][col])
                 terms.append(term)
             if not _order_free_in_f32(terms):
-                raise ValueError(f"D[{row}][{col}]: a partial sum may round in f32, so the order of accumulation would matter")
+                raise ValueError(f"D[{row}][{col}]: a partial sum may round in f32, so the order of accumulation would matter, or leave the normal range of f32")
             out_row.append(float(sum(terms)))
         out.append(out_row)
     return out
@@ -45,7 +45,8 @@ def mma_reference(
 
 def _order_free_in_f32(terms: list[Fraction]) -> bool:
     """True when every partial sum, in any order, is exact in f32: all terms are multiples of one
-    power of two `unit` and the sum of their magnitudes stays below 2^24 units."""
+    power of two `unit` no smaller than f32's least normal 2^-126 (nothing subnormal, which a
+    tensor core may flush), and the sum of their magnitudes stays below 2^24 units and 2^128."""
     nonzero = [t for t in terms if t]
     if not nonzero:
         return True
@@ -53,7 +54,8 @@ def _order_free_in_f32(terms: list[Fraction]) -> bool:
         if t.denominator & (t.denominator - 1):
             return False  # not a dyadic rational: never exact in binary floating point
     unit = min(Fraction(_low_bit(t.numerator), t.denominator) for t in nonzero)
-    return sum(abs(t) for t in nonzero) / unit < 2**24
+    total = sum(abs(t) for t in nonzero)
+    return unit >= Fraction(1, 2**126) and total / unit < 2**24 and total < 2**128
 
 
 def _low_bit(x: int) -> int:
