@@ -137,3 +137,23 @@ def test_a_cubin_that_is_not_the_one_cached_with_its_record_is_compiled_again(tm
     healed = kernels.run(make_ctx(tmp_path, [system_toolkit()], arch="sm_121a", gpus=[]))["kernels"]
     assert all(e["runs"][0]["cached"] for e in healed.values())  # and rewritten
 
+
+
+@pytest.mark.parametrize("body", [
+    'echo "/opt/cuda/bin/ptxas: not found" >&2; exit 127',  # a wrapper whose ptxas is gone
+    "head -c 20000000 /dev/zero | tr '\\0' x >&2; exit 1",  # a flood of anything but ptxas's own lines
+])
+def test_a_ptxas_that_fails_without_its_own_error_line_is_an_error_never_a_cached_rejection(tmp_path, no_disassembler, body):
+    """Any non-zero exit was a "rejected" compile: the probe failed ("does not compile for sm_121a") on the
+    word of a wrapper that could not find its ptxas, and that verdict was cached. Only ptxas's own error lines
+    make a rejection now; anything else is an error, short, and asked again next time."""
+    from tests.test_kernels import fake_ptxas
+
+    broken = fake_ptxas(tmp_path, "ptxas", body)
+    toolkits = [{"tool": "ptxas", "path": broken, "version": "13.0.88", "source": "system"}]
+    for _ in range(2):
+        out = kernels.run(make_ctx(tmp_path, toolkits, arch="sm_121a"))["kernels"]
+        for pid in SM12X:
+            run = out[pid]["runs"][0]
+            assert (out[pid]["status"], run["outcome"], run["cached"]) == ("error", "error", False), out[pid]["detail"]
+            assert run["error"].startswith("ptxas exited ") and len(run["error"]) < 400

@@ -43,6 +43,11 @@ def ptxas_errors(stderr: str) -> str:
     return " | ".join(messages[:3]) or (stderr.strip().splitlines() or ["no message"])[-1][:MAX_MESSAGE]
 
 
+def _says_why(output: str) -> bool:
+    """Did ptxas print one of its own error lines ("ptxas ... error :" / "ptxas fatal :")?"""
+    return any(_PTXAS_MESSAGE.match(line.strip()) for line in output.splitlines())
+
+
 def explain(error: str, arch: str, probe: Probe, ptxas_version: str | None) -> str | None:
     """Why ptxas said no, in words a user can act on."""
     base = arch_base(arch)
@@ -128,7 +133,9 @@ def compile_job(job: Job, workdir: Path, hung: set[str], lock: threading.Lock, r
         rec.update(outcome="timeout", error=f"ptxas timed out after {COMPILE_TIMEOUT:.0f}s")
         with lock:
             hung.add(job.ptxas.identity)
-    elif result.start_error or result.signal:
+    elif result.start_error or result.signal or result.ended or not _says_why(result.stderr or result.stdout):
+        # Not cached either: only ptxas's own error lines make a rejection. A wrapper whose ptxas is gone
+        # (exit 127), a stopped container or a flood of anything else is a broken tool, not a verdict.
         rec.update(outcome="error", error=result.describe_failure())
     else:
         error = ptxas_errors(result.stderr or result.stdout)
