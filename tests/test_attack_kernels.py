@@ -157,3 +157,24 @@ def test_a_ptxas_that_fails_without_its_own_error_line_is_an_error_never_a_cache
             run = out[pid]["runs"][0]
             assert (out[pid]["status"], run["outcome"], run["cached"]) == ("error", "error", False), out[pid]["detail"]
             assert run["error"].startswith("ptxas exited ") and len(run["error"]) < 400
+
+
+@needs_ptxas
+def test_a_fifo_in_the_kernel_cache_is_a_miss_not_a_wait(tmp_path, no_disassembler):
+    """A FIFO where an entry or its cubin belongs blocked the cache's read: the kernels collector sat out its 60 s
+    and every probe's verdict was lost ("timed out after 60s"). The cache reads only regular files now."""
+    import os
+
+    from tests.hostile import hang_guard
+
+    first = kernels.run(make_ctx(tmp_path, [system_toolkit()], arch="sm_121a"))["kernels"]
+    folder = tmp_path / "cache" / "kernels"
+    entry, cubin = sorted(folder.glob("*.json"))[0], sorted(folder.glob("*.cubin"))[-1]
+    for path in (entry, cubin):
+        path.unlink()
+        os.mkfifo(path)
+    with hang_guard(60):
+        again = kernels.run(make_ctx(tmp_path, [system_toolkit()], arch="sm_121a"))["kernels"]
+    assert {p: e["status"] for p, e in again.items()} == {p: e["status"] for p, e in first.items()}
+    assert 1 <= sum(not r["cached"] for e in again.values() for r in e["runs"]) <= 2
+    assert entry.is_file() and cubin.is_file()  # written again in place of the FIFOs

@@ -11,8 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sparkdoctor.files import write_cache_entry
+from sparkdoctor.inputs import read_bytes
 from sparkdoctor.kernels.assemble import CACHE_VERSION, Job, job_key, new_record
+from sparkdoctor.kernels.cubin import MAX_CUBIN_BYTES
 
+MAX_ENTRY_BYTES = 1 << 20  # an entry is a few KiB: its ptxas messages are cut to MAX_MESSAGE
 JOB_FIELDS = frozenset({"ptxas", "ptxas_version", "ptxas_source", "used_by", "arch", "purpose", "setting"})  # new_record's
 
 
@@ -26,8 +29,10 @@ class Cache:
         if self.root is None or not self.read:
             return None
         try:
-            data = json.loads((self.root / f"{key}.json").read_text(encoding="utf-8"))
-            cubin = (self.root / f"{key}.cubin").read_bytes() if want_cubin and data.get("record", {}).get("compiled") else None
+            # inputs.read_bytes: a FIFO, a device or a huge file in the folder is a miss, never a wait or a flood
+            data = json.loads(read_bytes(self.root / f"{key}.json", MAX_ENTRY_BYTES).decode("utf-8"))
+            compiled = want_cubin and data.get("record", {}).get("compiled")
+            cubin = read_bytes(self.root / f"{key}.cubin", MAX_CUBIN_BYTES) if compiled else None
         except (OSError, ValueError, AttributeError):
             return None  # missing or corrupt: recompute
         if not isinstance(data, dict) or data.get("key") != key or data.get("v") != CACHE_VERSION or not isinstance(data.get("record"), dict):
