@@ -178,3 +178,75 @@ def test_a_fifo_in_the_kernel_cache_is_a_miss_not_a_wait(tmp_path, no_disassembl
     assert {p: e["status"] for p, e in again.items()} == {p: e["status"] for p, e in first.items()}
     assert 1 <= sum(not r["cached"] for e in again.values() for r in e["runs"]) <= 2
     assert entry.is_file() and cubin.is_file()  # written again in place of the FIFOs
+
+
+# A stand-in runner that behaves as a real driver does after a fault (measured on an H200: the next job in the same
+# process failed at cuDevicePrimaryCtxRetain with the first one's CUDA_ERROR_ILLEGAL_ADDRESS) or a hang; every
+# other job gets the reference's own outputs.
+POISONING_RUNNER = """
+import json, struct, sys, time
+from sparkdoctor import fp_reference, kernels
+BAD, MODE = {bad!r}, {mode!r}
+results, poisoned = [], None
+for job in json.load(sys.stdin)["jobs"]:
+    r = {{"id": job["id"], "ok": False, "device": {{"name": "NVIDIA GB10", "cc": "12.1"}}, "outputs": {{}}}}
+    if poisoned:
+        r["error"] = "cuDevicePrimaryCtxRetain: " + poisoned
+    elif job["entry"] == BAD and MODE == "hang":
+        time.sleep(600)
+    elif job["entry"] == BAD:
+        poisoned = "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)"
+        r["error"] = "cuCtxSynchronize: " + poisoned
+    else:
+        probe = next(p for p in kernels.load_probes() if p.entry == job["entry"])
+        inputs = {{b["name"]: bytes.fromhex(b["hex"]) for b in job["buffers"] if "hex" in b}}
+        for want in getattr(fp_reference, probe.reference)(inputs):
+            r["outputs"][want.name] = struct.pack(f"<{{len(want.values)}}{{want.fmt}}", *want.values).hex()
+        r.update(ok=True, error=None)
+    results.append(r)
+print(json.dumps({{"results": results}}))
+"""
+
+
+@needs_ptxas
+@pytest.mark.parametrize("mode", ["fault", "hang"])
+def test_a_probe_that_faults_or_hangs_on_the_gpu_costs_only_its_own_verdict(tmp_path, monkeypatch, no_disassembler, mode):
+    """All probes ran in one child: after one faulted, the CUDA context was poisoned and every later probe
+    reported the first one's CUDA_ERROR_ILLEGAL_ADDRESS as its own; one that hung cost every probe its run.
+    Each request now has a child of its own."""
+    script = tmp_path / "runner.py"
+    script.write_text(POISONING_RUNNER.format(bad="probe_fp4_mma", mode=mode))
+    monkeypatch.setattr(cuda_driver, "__file__", str(script))
+    monkeypatch.setattr(kernels.gpu_run, "RUN_TIMEOUT", 3.0)
+    out = kernels.run(make_ctx(tmp_path, [system_toolkit()], arch="sm_121a", gpus=GB10))["kernels"]
+    assert out["fp4-mma"]["status"] == "error"
+    assert ("timed out" if mode == "hang" else "cuCtxSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS") in out["fp4-mma"]["detail"]
+    for pid in ("e2m1-cvt", "mxf4-mma", "nvfp4-mma"):
+        run = out[pid]["runs"][0]
+        assert (out[pid]["status"], run["ran"], run["verified"]) == ("ok", True, True), out[pid]["detail"]
+
+
+def test_a_real_runner_reply_with_a_fault_reads_as_the_driver_said(tmp_path, monkeypatch):
+    """tests/data/h200/cuda-driver-fault-reply.json: `cuda_driver.py --run-jobs` on an H200 (driver 580.159.04)
+    with four jobs in one process: the fp8 probe, an entry the cubin lacks, a kernel that stores to address 8, and
+    the fp8 probe again, which the fault before it left unable to get a context. The reader keeps each job's own
+    answer, and the fp8 output is the reference's to the bit."""
+    from pathlib import Path
+
+    from sparkdoctor import fp_reference
+
+    reply = Path(__file__).parent / "data" / "h200" / "cuda-driver-fault-reply.json"
+    script = tmp_path / "runner.py"
+    script.write_text(f"import sys\nsys.stdin.read()\nprint(open({str(reply)!r}).read())\n")
+    monkeypatch.setattr(cuda_driver, "__file__", str(script))
+    inputs = fp_reference.fp8_mma_inputs()
+    fp8 = [{"name": n, "hex": v.hex()} if isinstance(v, bytes) else {"name": n, "size": v} for n, v in inputs.items()]
+    requests = [{"id": i, "buffers": fp8} for i in ("fp8", "missing")] + [{"id": "fault", "buffers": [{"name": "out", "size": 4}]},
+                                                                          {"id": "fp8-after-fault", "buffers": fp8}]
+    good, missing, fault, after = kernels.gpu_run._run_child(requests)
+    assert good["ok"] and good["device"] == {"ordinal": 0, "name": "NVIDIA H200", "cc": "9.0"}
+    [want] = fp_reference.fp8_mma_expected({k: v for k, v in inputs.items() if isinstance(v, bytes)})
+    assert want.compare(bytes.fromhex(good["outputs"]["d"])) == (True, "d: all 128 values match the reference")
+    assert missing["error"] == "cuModuleGetFunction: CUDA_ERROR_NOT_FOUND (named symbol not found)"
+    assert fault["error"].startswith("cuCtxSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS")
+    assert after["error"].startswith("cuDevicePrimaryCtxRetain: CUDA_ERROR_ILLEGAL_ADDRESS")  # poisoned by the fault

@@ -23,7 +23,8 @@ from sparkdoctor.ptxas import version_tuple
 if TYPE_CHECKING:
     from sparkdoctor import cuda_driver
 
-RUN_TIMEOUT = 30.0
+RUN_TIMEOUT = 30.0  # one request's child
+MAX_PARALLEL = 4  # children at once: each makes its own CUDA context
 MAX_ERROR = 300  # characters of one runner error kept: a flooding child cannot bloat the report
 
 
@@ -44,7 +45,18 @@ def matching_gpu(gpus: Sequence[Mapping[str, object]] | None, arch: str) -> Mapp
 
 
 def run_on_gpu(requests: Sequence[cuda_driver.Job]) -> list[cuda_driver.Ran]:
-    """Run cuda_driver's job runner in a child process; one result per request, always."""
+    """Run each request in a child process of its own (cuda_driver's job runner), at most MAX_PARALLEL at
+    once; one result per request, always. Alone, because a kernel that faults poisons its process: every
+    later driver call there answers with the same sticky error (an H200 gave CUDA_ERROR_ILLEGAL_ADDRESS at
+    the next cuDevicePrimaryCtxRetain), and one that hangs takes its whole child down with it."""
+    # imported on use: check loads concurrent.futures only on the runs that get here
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:
+        return [ran for alone in pool.map(lambda request: _run_child([request]), requests) for ran in alone]
+
+
+def _run_child(requests: Sequence[cuda_driver.Job]) -> list[cuda_driver.Ran]:
     # imported on use: check loads sparkdoctor.cuda_driver only on the runs that get here
     from sparkdoctor import cuda_driver
 
