@@ -147,11 +147,10 @@ class Redactor:
 
     def learn_facts(self, data: Mapping[str, object]) -> None:
         """Learn from a Facts dict: host name fields, env values, user names in every home path."""
-        host = data.get("host")
-        host = host if isinstance(host, dict) else {}
-        for key in HOST_KEYS:
-            if key != "name":
-                self.learn_host(host.get(key))
+        for host in (data.get("host"), data.get("fleet")):  # a fleet node's Facts name it: its `node` and `hostname`
+            if isinstance(host, dict):
+                for key in HOST_KEYS[:-1]:  # not "name"
+                    self.learn_host(host.get(key))
         env = data.get("env")
         for key, value in env.items() if isinstance(env, dict) else ():
             if not isinstance(value, str):

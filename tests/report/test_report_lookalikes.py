@@ -87,3 +87,16 @@ def test_a_serial_or_uuid_named_field_of_the_snapshot_does_not_leak(fmt):
     assert (
         fmt == "forum" or '"uuid": "GPU-<serial>"' in text
     )  # the forum form carries no snapshot
+
+
+@pytest.mark.parametrize("fmt", REPORT_FORMATS)
+def test_a_fleet_nodes_own_names_do_not_leak(fmt):
+    """A fleet node's Facts (`fleet check --format json`'s `nodes[N].facts`) name the node in `fleet.node` and
+    `fleet.hostname`; the findings quote it ("unknown on node zeta7"). Those names were never learned."""
+    facts = gb10_facts(
+        packages={"triton": "3.5.1"},
+        fleet={"node": "zeta7", "hostname": "zetabox", "boot_id": "x"},
+    )
+    facts.errors = [{"collector": "nccl", "error": "connecting to zetabox from zeta7"}]
+    text = _shown(build_bug_report(build_report(facts, load(None)), fmt, redact=True))
+    assert "zeta" not in text and "<host>" in text
