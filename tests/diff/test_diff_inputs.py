@@ -101,3 +101,22 @@ def test_the_console_lists_the_first_differences_and_counts_the_rest():
     )
     assert sum(line.startswith("· benign") for line in lines) == SHOWN
     assert "… and 50 more (--format json lists every one)" in lines
+
+
+def test_output_over_a_snapshot_it_reads_is_refused(tmp_path, run):  # noqa: F811
+    """`diff A B -o A` (a slip of the hand) replaced the snapshot with the console text; so did `report --facts X -o
+    X`, through a link too. One line, exit 2, the snapshot as it was."""
+    snapshot = tmp_path / "node1.json"
+    snapshot.write_text(SNAPSHOT.read_text())
+    (tmp_path / "link.json").symlink_to(snapshot)
+    for args in (
+        ("diff", snapshot, SNAPSHOT, "-o", "node1.json"),
+        ("diff", SNAPSHOT, "link.json", "-o", snapshot),
+        ("report", "--facts", "link.json", "-o", "node1.json"),
+    ):
+        done = run(*args)
+        assert (
+            done.returncode == 2
+            and "the document would replace it" in one_line_error(done)
+        ), args
+        assert snapshot.read_text() == SNAPSHOT.read_text()
