@@ -213,7 +213,7 @@ class Facts:
             raise FactsError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
         except (ValueError, RecursionError) as exc:  # a 5,000-digit number; nesting deeper than Python's stack
             raise FactsError(f"{path}: not a snapshot: {str(exc)[:200]}") from None
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(_snapshot_in(data, path), source=str(path))
 
     def save(self, path: Path) -> None:
         """Write atomically, and only to a regular file (sparkdoctor.output); OSError otherwise. Strings past a snapshot's
@@ -264,6 +264,19 @@ TRACKED_PREFIXES = ("torch", "triton", "vllm", "flashinfer", "nvidia-cutlass-dsl
 _PER_NODE = re.compile(r"(HOST|ADDR|_IP$|_IP_|PORT)")
 FINGERPRINT_ENV = frozenset({"CUTE_DSL_ARCH", "TORCH_CUDA_ARCH_LIST", "FLASHINFER_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH",
                              "TRITON_PTXAS_BLACKWELL_PATH", "TRITON_OVERRIDE_ARCH", "CUDA_HOME", "PYTORCH_CUDA_ALLOC_CONF"})
+
+
+def _snapshot_in(data: object, path: Path) -> object:
+    """The snapshot a file holds: the file itself, or the `facts` of a `check --format json` document (the same
+    snapshot `--save-facts` writes). Any other sparkdoctor document is refused by name: read as a snapshot, its
+    fields would be `not observed`, and a diff of two such files would agree on nothing it could see."""
+    if not isinstance(data, dict) or "envelope" not in data or "command" not in data:
+        return data
+    if isinstance(data.get("facts"), dict):
+        return data["facts"]
+    command = data["command"] if isinstance(data["command"], str) else "?"
+    raise FactsError(f"{path}: a `sparkdoctor {command[:40]}` JSON document, not one snapshot; "
+                     "`sparkdoctor check --save-facts FILE` writes one (or `check --format json`, whose `facts` it is)")
 
 
 def scrub(value: object) -> Any:

@@ -67,7 +67,7 @@ _W = "A-Za-z0-9_"  # a word character (ASCII: what names and addresses are made 
 _NAME = "A-Za-z0-9"  # a learned name is replaced between any other characters: alice_run.log -> <user>_run.log
 
 TOKEN_PATTERNS = [
-    re.compile(r"\bhf_[A-Za-z0-9]{8,}"),
+    re.compile(r"\bhf_(?=[a-z]*[A-Z0-9])[A-Za-z0-9]{8,}"),  # not all lower case: hf_transfer, hf_overrides are names
     re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{8,}"),
     re.compile(r"\bgh[pousr]_[A-Za-z0-9_]{8,}"),  # GitHub: [A-Za-z0-9_] (github.blog changelog 2021-03-31)
     re.compile(r"\bgithub_pat_[A-Za-z0-9_]{8,}"),
@@ -147,11 +147,10 @@ class Redactor:
 
     def learn_facts(self, data: Mapping[str, object]) -> None:
         """Learn from a Facts dict: host name fields, env values, user names in every home path."""
-        host = data.get("host")
-        host = host if isinstance(host, dict) else {}
-        for key in HOST_KEYS:
-            if key != "name":
-                self.learn_host(host.get(key))
+        for host in (data.get("host"), data.get("fleet")):  # a fleet node's Facts name it: its `node` and `hostname`
+            if isinstance(host, dict):
+                for key in HOST_KEYS[:-1]:  # not "name"
+                    self.learn_host(host.get(key))
         env = data.get("env")
         for key, value in env.items() if isinstance(env, dict) else ():
             if not isinstance(value, str):
@@ -254,8 +253,8 @@ class Redactor:
                 if (path and path[-1] in ENV_KEYS and isinstance(key, str) and isinstance(item, str)
                         and shapes.secret_name(key)):
                     out[new_key] = SECRET
-                else:
-                    out[new_key] = self.data(item, (*path, str(key)))
+                else:  # a serial-named field as the text scan reads `serial: VALUE` (the key is not in the text)
+                    out[new_key] = shapes.serial_field(key, item) or self.data(item, (*path, str(key)))
             return out
         if isinstance(value, list):
             after_secret_flag = {i + 1 for i, item in enumerate(value[:-1])
@@ -280,8 +279,8 @@ class Redactor:
 
     def _ipv4(self, match: re.Match[str]) -> str:
         text = match.group(0)
-        if text in self.versions:
-            return text
+        if text in self.versions or shapes.VERSION_OPERATOR.search(match.string, max(0, match.start() - 3), match.start()):
+            return text  # `nvidia-cudnn-cu12==9.1.0.70` in a resolver's error is a version
         address = _ipv4_address(text)
         if address is None:
             return text  # 999.1.1.1: not an address

@@ -25,7 +25,8 @@ from one place only, and nothing that was matched is scanned twice by the same p
   random     a run of 32+ characters of a key alphabet with upper and lower case and digits and a high
              character entropy: a generated secret whatever holds it (git hashes and digests are hex: kept).
   serials    a GPU's or MIG device's UUID (`GPU-8f3c5a0e-...`, as CUDA_VISIBLE_DEVICES and nvidia-smi name one) and
-             a serial-named pair's value (`Serial Number: 1324...`, `board_serial=...`): one piece of hardware.
+             the value of a serial- or UUID-named pair (`Serial Number: 1324...`, `board_serial=...`, torch's
+             `uuid=8f3c...`, `board serial 1324...`): one piece of hardware.
 """
 
 from __future__ import annotations
@@ -105,20 +106,35 @@ WORD_SHARE = 0.55
 ENTROPY_BITS = 4.3  # per character: random base62/64 of 32-40 characters measures 4.6-5.2; identifiers 3.3-4.1
 
 
+VERSION_OPERATOR = re.compile(r"[=!~<>]=\s?$")  # PEP 440's comparison right before a dotted quad: not an address
 SERIAL = "<serial>"
 # NVIDIA's device UUIDs: GPU-<uuid>, MIG-<uuid> and the older MIG-GPU-<uuid>/GI/CI; the prefix is kept (the form says
 # how a launch named its device), the UUID is the device's own.
 _UUID = r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}"
 DEVICE_UUID = re.compile(rf"(?<![A-Za-z0-9_\-])((?:MIG-)?(?:GPU|MIG)-){_UUID}(?![A-Za-z0-9_\-])")
-# `Serial Number : 1324...` (nvidia-smi -q), `serial=...`, `board_serial: ...`, `"SerialNumber": "..."`
-SERIAL_PAIR = re.compile(r"(?i)(?<![A-Za-z0-9])((?:[A-Za-z]+[ _\-]?)?serial(?:[ _\-]?(?:number|num|no))?['\"]?[ \t]*[:=][ \t]*['\"]?)"
-                         r"(?!<)([A-Za-z0-9][A-Za-z0-9_\-]{3,63})")
+# `Serial Number : 1324...` (nvidia-smi -q), `serial=...`, `board_serial: ...`, `"SerialNumber": "..."`, and a UUID by
+# name: torch prints a device's as `uuid=8f3c5a0e-...` (no GPU- prefix); a value ending at a `<` was replaced already
+_SERIAL_NAME = r"(?:[A-Za-z]+[ _\-]?)?(?:serial(?:[ _\-]?(?:number|num|no))?|uuid)"
+SERIAL_NAME = re.compile(rf"(?i){_SERIAL_NAME}")
+# (a space alone is a separator before a value of 8+ characters with a digit: `board serial 1652524012345`, not `USB
+# serial converter`)
+SERIAL_PAIR = re.compile(rf"(?i)(?<![A-Za-z0-9])({_SERIAL_NAME}(?:['\"]?[ \t]*[:=][ \t]*['\"]?|"
+                         r"[ \t]+(?=[A-Za-z0-9_\-]*\d)(?=[A-Za-z0-9_\-]{8})))"
+                         r"(?!<)(?![A-Za-z0-9_\-]*<)([A-Za-z0-9][A-Za-z0-9_\-]{3,63})")
 
 
 def serials(text: str) -> str:
     """`text` with device UUIDs and serial-named values replaced by <serial>."""
     text = DEVICE_UUID.sub(lambda m: m.group(1) + SERIAL, text)
     return SERIAL_PAIR.sub(lambda m: m.group(1) + SERIAL, text)
+
+
+def serial_field(key: object, value: object) -> str | None:
+    """The value of a serial- or UUID-named field of a JSON document (`"serial": 1652524012345`), as the text scan
+    replaces it in `serial: VALUE`; None for any other field (the key was not in the text the scan reads)."""
+    if not isinstance(key, str) or not SERIAL_NAME.fullmatch(key) or not isinstance(value, (str, int)) or isinstance(value, bool):
+        return None
+    return serials(f"{key}: {value}")[len(key) + 2:]
 
 
 def secret_name(name: str) -> bool:

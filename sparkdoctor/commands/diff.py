@@ -12,7 +12,13 @@ from typing import Annotated
 
 import typer
 
-from sparkdoctor.commands.options import Fmt, Output, format_option, verb
+from sparkdoctor.commands.options import (
+    Fmt,
+    Output,
+    format_option,
+    refuse_writing_over_an_input,
+    verb,
+)
 from sparkdoctor.diff.document import DiffDocument
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.diff import VIEW
@@ -29,6 +35,7 @@ class DiffCommand:
 
     def refuse_bad_options(self) -> None:
         Format.parse(self.fmt, FORMATS)
+        refuse_writing_over_an_input(self.output, {"A": self.a, "B": self.b})
 
 
 def run(options: DiffCommand) -> Result[DiffDocument]:

@@ -245,6 +245,24 @@ def refuse_writing_over_the_ledger(output: Path | None, ledger: Path | None, fla
             raise UsageError(f"{flag} {output}: is {what} ({led}); the document would replace the ledger: write it elsewhere")
 
 
+def refuse_writing_over_an_input(output: Path | None, inputs: dict[str, Path | None]) -> None:
+    """`-o FILE` that is a file the command reads (`diff A B -o A`): the document would replace the snapshot it was
+    made from. One line, exit 2, before anything is read."""
+    import os
+
+    from sparkdoctor.errors import UsageError
+
+    for option, name in inputs.items():
+        if output is None or name is None:
+            continue
+        try:
+            same = os.path.realpath(output) == os.path.realpath(name) or os.path.samefile(output, name)
+        except OSError:  # either does not exist: the names decided
+            same = False
+        if same:
+            raise UsageError(f"--output {output}: is {option} {name}; the document would replace it: write it elsewhere")
+
+
 def refuse_bad_seconds(option: str, seconds: float) -> None:
     """A time limit that is not a finite number above 0 (nan: a wait that never ends): one line, exit 2."""
     from sparkdoctor.errors import UsageError

@@ -27,6 +27,7 @@ from sparkdoctor.commands.options import (
     output_option,
     refuse_bad_arch,
     refuse_bad_seconds,
+    refuse_writing_over_an_input,
     verb,
 )
 from sparkdoctor.errors import UsageError
@@ -61,6 +62,7 @@ class ReportCommand:
             raise UsageError("--facts and --python exclude each other: a snapshot is already of one target")
         refuse_bad_seconds("--timeout", self.timeout)
         refuse_bad_arch(self.arch)
+        refuse_writing_over_an_input(self.output, {"--facts": self.facts_file})
 
 
 def run(options: ReportCommand) -> Result[BugReport]:

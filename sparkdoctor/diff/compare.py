@@ -28,11 +28,13 @@ from sparkdoctor.diff.rules import (
 from sparkdoctor.facts import Facts, is_tracked
 
 NOT_COMPARED = frozenset({"schema", "taken_at", "timings_ms", "tool", "errors"})
-MAX_LEAVES = 5000  # per field compared leaf by leaf: a hostile snapshot can hold millions
+MAX_LEAVES = 5000  # per field compared leaf by leaf, and entries of a field compared by key (packages, env, ...)
+MAX_VALUES = 200_000  # values in one field, at any depth (a modified torch lists thousands of files)
 
 
 class TooManyLeaves(Exception):
-    """A field with more than MAX_LEAVES readings: comparing part of it would read as agreement on the rest."""
+    """A field with more than MAX_LEAVES readings (or MAX_VALUES values): comparing part of it would read as agreement
+    on the rest, and comparing all of a hostile one (300,000 variables) took minutes and printed a difference each."""
 
 
 VIRTUAL = "a virtual interface (a container's veth, a bridge, docker0): no cable between the nodes runs on it"
@@ -79,10 +81,28 @@ def compare(a: Facts, b: Facts) -> Comparison:
                 unknown.append({"area": name, "why": f"not observed in {side}"})
             continue
         try:
+            _bounded(va)
+            _bounded(vb)
             diffs += COMPARERS.get(name, _generic)(name, va, vb)
         except TooManyLeaves:
             unknown.append({"area": name, "why": f"over {MAX_LEAVES:,} readings in one snapshot"})
     return Comparison(diffs, unknown)
+
+
+def _bounded(value: object) -> None:
+    """TooManyLeaves for a field of more than MAX_LEAVES entries, or MAX_VALUES values at any depth."""
+    if isinstance(value, (dict, list)) and len(value) > MAX_LEAVES:
+        raise TooManyLeaves
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise TooManyLeaves
+        if isinstance(item, dict):
+            stack += item.values()
+        elif isinstance(item, list):
+            stack += item
 
 
 def _show(value: object) -> str | None:

@@ -6,27 +6,39 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
+from sparkdoctor.describe import FACT_CHARS, clip
 from sparkdoctor.diff.document import DiffDocument
 from sparkdoctor.diff.rules import RISKY
 from sparkdoctor.result import Format
+from sparkdoctor.text import one_line
 from sparkdoctor.views import View
+
+SHOWN = 200  # differences the console lists (risky first); the JSON has every one
+
+
+def _text(value: object) -> str:
+    """A snapshot's string on one line, never markup: a line break in an env value or a key must not print a line
+    of its own (`0 risky ... (exit 0)` forged under a risky verdict), an ESC sequence prints as `\\x1b`."""
+    return escape(one_line(clip(value, FACT_CHARS)))
 
 
 def draw(doc: DiffDocument, console: Console) -> None:
     comparison = doc.comparison
     for label, side in (("A", doc.a), ("B", doc.b)):
-        console.print(f"{label}  {escape(side.file)}  ({escape(str(side.target))}, taken {escape(str(side.taken_at))}, "
-                      f"fingerprint {escape(str(side.fingerprint))})")
+        console.print(f"{label}  {_text(side.file)}  ({_text(side.target)}, taken {_text(side.taken_at)}, "
+                      f"fingerprint {_text(side.fingerprint)})")
     console.print()
     ordered = comparison.risky + comparison.benign
-    for d in ordered:
+    for d in ordered[:SHOWN]:
         mark, style = ("✖ risky ", "bold red") if d.verdict == RISKY else ("· benign", "dim")
         va = "(absent)" if d.a is None else d.a
         vb = "(absent)" if d.b is None else d.b
-        console.print(f"[{style}]{mark}[/]  {escape(d.area)}  [bold]{escape(d.key)}[/]  {escape(va)} → {escape(vb)}")
-        console.print(f"           [dim]{escape(d.why)}[/]")
+        console.print(f"[{style}]{mark}[/]  {_text(d.area)}  [bold]{_text(d.key)}[/]  {_text(va)} → {_text(vb)}")
+        console.print(f"           [dim]{_text(d.why)}[/]")
+    if len(ordered) > SHOWN:
+        console.print(f"… and {len(ordered) - SHOWN:,} more (--format json lists every one)")
     for item in comparison.not_compared:
-        console.print(f"[yellow]? unknown[/]  {escape(item['area'])}: {escape(item['why'])}, not compared")
+        console.print(f"[yellow]? unknown[/]  {_text(item['area'])}: {_text(item['why'])}, not compared")
     if ordered or comparison.not_compared:
         console.print()
     line = {
@@ -36,7 +48,7 @@ def draw(doc: DiffDocument, console: Console) -> None:
         "same": "no differences in what both snapshots observed (exit 0)",
     }[doc.verdict]
     if comparison.not_compared:
-        line += f"; {len(comparison.not_compared)} field(s) observed on one side only"
+        line += f"; {len(comparison.not_compared)} field(s) not compared (listed above)"
     console.print(line)
 
 
