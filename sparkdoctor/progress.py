@@ -3,7 +3,8 @@ light to import (rich is loaded only for a terminal).
 
 A message may carry what a server printed (its last log line while it starts): every control character is escaped
 (sparkdoctor.text.one_line) and, on a terminal, rich's markup too, so a log line never reaches the terminal raw (an
-escape sequence, a `[/INST]` of a chat template that rich took for a closing tag and failed on)."""
+escape sequence, a `[/INST]` of a chat template that rich took for a closing tag and failed on). A terminal that
+cannot be written (closed, or hung up: EIO) loses the progress, never what the command was doing when it said it."""
 
 from __future__ import annotations
 
@@ -34,8 +35,19 @@ def progress_line(enabled: bool = True) -> Iterator[Callable[[str], None]]:
     if sys.stderr is not None and sys.stderr.isatty():  # rich only for a terminal (importing it costs ~0.1 s)
         console = Console(stderr=True)
         if console.is_terminal:
-            with console.status("bench") as status:
-                yield lambda msg: status.update(f"bench: {escape(one_line(msg))}")
+            status = console.status("bench")
+            with contextlib.suppress(OSError, ValueError):  # a terminal that went away (hung up: EIO) or closed
+                status.start()
+
+            def show(msg: str) -> None:
+                with contextlib.suppress(OSError, ValueError):  # progress is lost, not the teardown that says it
+                    status.update(f"bench: {escape(one_line(msg))}")
+
+            try:
+                yield show
+            finally:
+                with contextlib.suppress(OSError, ValueError):  # nor the outcome (exit 128+N after SIGHUP)
+                    status.stop()
             return
     setting = os.environ.get("SPARKDOCTOR_PROGRESS_AFTER_S", "")
     if setting.strip().lower() == "off":

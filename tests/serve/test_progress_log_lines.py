@@ -39,3 +39,29 @@ def test_a_log_line_with_escapes_in_plain_progress(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "[/INST]" in err and "\\x1bc" in err
     assert "\x1b" not in err and "\x07" not in err and "\x08" not in err
+
+
+class _HungUp(_Terminal):
+    """A terminal that was closed (SIGHUP): every write fails with EIO."""
+
+    def write(self, text: str) -> int:
+        raise OSError(5, "Input/output error")
+
+
+def test_a_hung_up_terminal_loses_the_progress_not_the_teardown_or_the_outcome(monkeypatch):
+    """bench's teardown says "stopping the server" before it stops anything: with the terminal gone that raised
+    OSError, skipping sparkdoctor's own teardown; the status's stop raised it again over the SIGHUP's interrupt (exit 2,
+    "cannot write", instead of 129)."""
+    monkeypatch.setattr(progress_module.sys, "stderr", _HungUp())
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    stopped = []
+    try:
+        with progress_module.progress_line() as say:
+            say("stopping the server")
+            stopped.append(True)
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    assert stopped == [True]
