@@ -350,7 +350,7 @@ def _sweep(pump: LogPump) -> None:
     """Stop what a killed sparkdoctor's launches left running (its memory is what this launch needs)."""
     swept = registry.sweep()
     if swept:
-        note = f"stopped {len(swept)} server(s) left by a sparkdoctor that was killed: {'; '.join(swept)}"
+        note = one_line(f"stopped {len(swept)} server(s) left by a sparkdoctor that was killed: {'; '.join(swept)}")
         pump.add(f"[sparkdoctor] {note}")
         sys.stderr.write(f"sparkdoctor: {note}\n")  # a lasting line, not only the progress status
 
