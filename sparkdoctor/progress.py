@@ -1,5 +1,10 @@
 """Progress on stderr for the commands that run long (bench, recipe check, rerun, conclusions): the one helper,
-light to import (rich is loaded only for a terminal)."""
+light to import (rich is loaded only for a terminal).
+
+A message may carry what a server printed (its last log line while it starts): every control character is escaped
+(sparkdoctor.text.one_line) and, on a terminal, rich's markup too, so a log line never reaches the terminal raw (an
+escape sequence, a `[/INST]` of a chat template that rich took for a closing tag and failed on). A terminal that
+cannot be written (closed, or hung up: EIO) loses the progress, never what the command was doing when it said it."""
 
 from __future__ import annotations
 
@@ -10,6 +15,9 @@ import time
 from collections.abc import Callable, Iterator
 
 from rich.console import Console
+from rich.markup import escape
+
+from sparkdoctor.text import one_line
 
 PLAIN_PROGRESS_AFTER_S = 15.0  # a plain progress line only once a command has run this long (env overrides)
 PLAIN_REPEAT_S = 20.0  # a stage's ticking status (its elapsed seconds in parentheses) as a plain line at most this often
@@ -27,8 +35,19 @@ def progress_line(enabled: bool = True) -> Iterator[Callable[[str], None]]:
     if sys.stderr is not None and sys.stderr.isatty():  # rich only for a terminal (importing it costs ~0.1 s)
         console = Console(stderr=True)
         if console.is_terminal:
-            with console.status("bench") as status:
-                yield lambda msg: status.update(f"bench: {msg}")
+            status = console.status("bench")
+            with contextlib.suppress(OSError, ValueError):  # a terminal that went away (hung up: EIO) or closed
+                status.start()
+
+            def show(msg: str) -> None:
+                with contextlib.suppress(OSError, ValueError):  # progress is lost, not the teardown that says it
+                    status.update(f"bench: {escape(one_line(msg))}")
+
+            try:
+                yield show
+            finally:
+                with contextlib.suppress(OSError, ValueError):  # nor the outcome (exit 128+N after SIGHUP)
+                    status.stop()
             return
     setting = os.environ.get("SPARKDOCTOR_PROGRESS_AFTER_S", "")
     if setting.strip().lower() == "off":
@@ -51,7 +70,7 @@ def progress_line(enabled: bool = True) -> Iterator[Callable[[str], None]]:
         last_stage, last_at = stage, now
         minutes, seconds = divmod(int(elapsed), 60)
         try:
-            sys.stderr.write(f"sparkdoctor: [{minutes:02d}:{seconds:02d}] {msg}\n")
+            sys.stderr.write(f"sparkdoctor: [{minutes:02d}:{seconds:02d}] {one_line(msg)}\n")
             sys.stderr.flush()
         except (OSError, ValueError, AttributeError):  # a full or closed stderr: progress is lost, not the outcome
             pass

@@ -350,7 +350,7 @@ def _sweep(pump: LogPump) -> None:
     """Stop what a killed sparkdoctor's launches left running (its memory is what this launch needs)."""
     swept = registry.sweep()
     if swept:
-        note = f"stopped {len(swept)} server(s) left by a sparkdoctor that was killed: {'; '.join(swept)}"
+        note = one_line(f"stopped {len(swept)} server(s) left by a sparkdoctor that was killed: {'; '.join(swept)}")
         pump.add(f"[sparkdoctor] {note}")
         sys.stderr.write(f"sparkdoctor: {note}\n")  # a lasting line, not only the progress status
 
@@ -367,15 +367,16 @@ def _wait_ready(server: Server, recipe: Recipe, child: LocalServer | ContainerSe
         left = deadline - time.monotonic()
         path = readiness.ready(server.base_url, recipe.readiness_path, timeout=max(0.2, min(2.0, left)))
         # its processes: the group, and the server itself should it have left it (setsid)
-        ours = [*groups.members(child.pgid), child.pid] if path and isinstance(child, LocalServer) else []
-        if ours and listener_of(server.port, ours) is False:
+        ours = [*groups.members(child.pgid), child.pid] if isinstance(child, LocalServer) else []
+        if path and ours and listener_of(server.port, ours) is False:
             # another program took the port after it was chosen: its 200 is not this server's, which will fail to bind
             if not foreign:
                 pump.add(f"[sparkdoctor] port {server.port} answers, but not from this server's processes: waiting")
             foreign, path = True, None
-        # every process under the supervisor (a daemon's own session too), or a container's (--network host: ours too)
-        tree = groups.tree(child.pgid if isinstance(child, LocalServer) else child.pid) if path else []
-        wide = exposed(server.port, [*ours, *tree]) if path and (ours or tree) else None
+        # every process under the supervisor (a daemon's own session too), or a container's (--network host: ours too);
+        # looked at while it starts too: a server binds its port long before it answers (vLLM: before loading the model)
+        tree = groups.tree(child.pgid if isinstance(child, LocalServer) else child.pid)
+        wide = exposed(server.port, [*ours, *tree]) if ours or tree else None
         if path and not wide and isinstance(child, ContainerServer):
             wide = child.exposed_inside(server.port, tree)  # processes this machine cannot read: the container is asked
         if wide:  # it would answer other machines while it is measured: --host ignored, or a side port on 0.0.0.0

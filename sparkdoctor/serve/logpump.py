@@ -8,6 +8,10 @@ known problem it printed, not just by its exit code.
 What the server prints is kept in the log up to MAX_LOG_BYTES: a server stuck printing a warning in a loop wrote
 to the state folder until the disk was full. Past that, its lines are still scanned and the last ones kept for
 the error message; one line in the log says where it was cut, and sparkdoctor's own notes are still written.
+
+The last line an error quotes is what a terminal would show: the text after a line's last carriage return (a
+progress bar redraws itself with `\r`: its latest state, not its first), and a line still being printed (a bar that
+has not reached its newline, as a server stuck loading its weights leaves it) counts too.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class LogPump:
         self._lock = threading.Lock()
         self._file = open(log_path, "a", encoding="utf-8", errors="replace")
         self._threads: list[threading.Thread] = []
+        self._partial: dict[IO[bytes], tuple[int, str]] = {}  # per stream, the line it is still printing
 
     def start(self, *streams: IO[bytes] | None) -> None:
         for stream in streams:
@@ -51,9 +56,22 @@ class LogPump:
             self._threads.append(thread)
 
     def _read(self, stream: IO[bytes]) -> None:
+        pending = b""  # the line being printed: no newline yet
         with contextlib.suppress(OSError, ValueError):  # the pipe was closed under us at teardown
-            for raw in iter(lambda: stream.readline(MAX_LINE_BYTES), b""):
-                self.add(raw.decode("utf-8", errors="replace"), from_server=True)
+            read = getattr(stream, "read1", stream.read)  # what the pipe holds now, without waiting for more
+            for chunk in iter(lambda: read(MAX_LINE_BYTES), b""):
+                *lines, pending = (pending + chunk).split(b"\n")
+                while len(pending) >= MAX_LINE_BYTES:  # a longer "line" is taken in pieces
+                    lines.append(pending[:MAX_LINE_BYTES])
+                    pending = pending[MAX_LINE_BYTES:]
+                for raw in lines:
+                    self.add(raw.decode("utf-8", errors="replace"), from_server=True)
+                with self._lock:  # with the count of lines before it: newer than every line only while that holds
+                    self._partial[stream] = (self.lines, pending.decode("utf-8", errors="replace"))
+        with self._lock:
+            self._partial.pop(stream, None)
+        if pending:
+            self.add(pending.decode("utf-8", errors="replace"), from_server=True)
 
     def add(self, line: str, from_server: bool = False) -> None:
         """Record one line of output (also used for sparkdoctor's own notes in the log)."""
@@ -82,9 +100,10 @@ class LogPump:
                     self.hits.append(hit)
 
     def last_line(self) -> str:
-        """The last non-empty line printed so far ('' when none)."""
+        """The last non-empty line printed so far, one still being printed first ('' when none)."""
         with self._lock:
-            for line in reversed(self.tail):
+            printing = [text for after, text in self._partial.values() if after == self.lines]
+            for line in map(_shown, [*printing, *reversed(self.tail)]):
                 if line.strip():
                     return line.strip()
         return ""
@@ -103,3 +122,9 @@ class LogPump:
         with self._lock:
             with contextlib.suppress(OSError):
                 self._file.close()
+
+
+def _shown(text: str) -> str:
+    """`text` as a terminal shows it: its colour codes dropped, only what follows its last carriage return."""
+    text = strip_ansi(text)
+    return next((part for part in reversed(text.split("\r")) if part.strip()), text)

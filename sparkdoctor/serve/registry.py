@@ -9,7 +9,8 @@ with). The supervisor (serve/supervisor.py) writes local records; the container 
 
 The sweep never kills a recycled pid: a process is only signalled when its start time is not before the
 supervisor's and it is either a recorded pid with its recorded start time or carries the record's token in its
-environment; the signal goes through a pidfd opened before that check where the kernel has them. A container is
+environment; the signal goes through a pidfd opened before that check where the kernel has them. A local record of
+another boot (its owner's boot id) is dropped unread: start times count from boot, so its pairs identify nothing. A container is
 only removed when its owner label is the record's.
 """
 
@@ -231,6 +232,9 @@ def sweep(folder: Path | None = None, grace: float = SWEEP_GRACE_S) -> list[str]
             continue
         if doc.get("kind") == "container":
             what, drop = _sweep_container(doc)
+        elif isinstance(owner, dict) and owner.get("boot") and owner.get("boot") != boot_id():
+            what, drop = None, True  # launched before a reboot: none of it runs, and a pid with its start time is
+            _remove_ipc_dirs(doc)  # no identity across boots (the same pair may be an unrelated process now)
         else:
             what = _sweep_local(doc, grace)
             drop = not ours(doc)

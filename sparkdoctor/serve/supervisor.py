@@ -17,8 +17,12 @@ once the whole process is gone it is reparented to init or a subreaper. getppid(
 POLL_S (50 ms), so a lost signal (or no prctl: not Linux) only delays the teardown a little. SIGTERM, SIGINT and SIGHUP are
 caught and ignored here: sparkdoctor's teardown signals the whole group, and the server gets them itself.
 
+When sparkdoctor dies the group is not all: a process the server started in a session of its own (setsid, a
+double fork) has left it, and sparkdoctor, the child subreaper that would have found it, is gone. Every process that
+carries the launch's token in its environment and started no earlier than this one is stopped with the group.
+
 What it cannot do: nothing survives SIGKILL of this process itself (its server is then orphaned, and the
-sweep at the next launch finds it through the record).
+sweep at the next launch finds it through the record); a daemon that cleared its environment is not found.
 """
 
 from __future__ import annotations
@@ -109,7 +113,33 @@ def _owner_gone(owner: int) -> bool:
     return os.getppid() != owner
 
 
-def _stop_group(pgid: int, grace: float, cleanup: list[list[str]]) -> None:
+def carriers(token: str, floor: int, pids: list[int] | None = None) -> list[int]:
+    """Live pids (of `pids`, else all), started no earlier than `floor` (clock ticks), whose environment carries
+    `token`: the server's processes wherever they went (setsid, a double fork; its group too)."""
+    found = []
+    for pid in pids if pids is not None else [int(n) for n in os.listdir("/proc") if n.isdigit()]:
+        fields = (stat_of(pid) or ("", []))[1]
+        if len(fields) >= 20 and fields[0] != "Z" and int(fields[19]) >= floor and token_of(pid) == token:
+            found.append(pid)
+    return found
+
+
+def _kill_carrier(pid: int, sig: int, token: str, floor: int) -> None:
+    """`sig` to `pid` if it still carries `token`, through a pidfd opened first: a recycled pid is never signalled."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return  # gone (or no pidfd: the group's signal and the next launch's sweep are left)
+    try:
+        if carriers(token, floor, [pid]):
+            signal.pidfd_send_signal(fd, sig)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _stop_group(pgid: int, grace: float, cleanup: list[list[str]], token: str, floor: int) -> None:
     for argv in cleanup:
         try:  # its own session: the group kill below must not cut it short
             subprocess.run(argv, check=False, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -117,18 +147,23 @@ def _stop_group(pgid: int, grace: float, cleanup: list[list[str]]) -> None:
         except (OSError, subprocess.SubprocessError) as exc:
             _say(f"cleanup {argv[:3]} failed: {exc}")
     me = os.getpid()
-    try:
-        os.killpg(pgid, signal.SIGTERM)  # our own handler ignores it
-    except OSError:
-        return
+
+    def send(sig: int) -> None:  # what carries the token, then the group (our own handler ignores SIGTERM; SIGKILL
+        for pid in carriers(token, floor):  # ends this process too, so it comes last)
+            if pid != me:
+                _kill_carrier(pid, sig, token, floor)
+        with contextlib.suppress(OSError):  # the group may be gone while a daemon of the server lives on
+            os.killpg(pgid, sig)
+
+    send(signal.SIGTERM)
     until = time.monotonic() + grace
     while time.monotonic() < until:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(-1, os.WNOHANG)  # reap the server, or it stays a zombie... which group_members skips anyway
-        if not [p for p in group_members(pgid) if p != me]:
+        if not [p for p in {*group_members(pgid), *carriers(token, floor)} if p != me]:
             return
         time.sleep(0.1)
-    os.killpg(pgid, signal.SIGKILL)  # this process included: nothing of the group is left
+    send(signal.SIGKILL)  # this process included when it is in the group: nothing of it is left
 
 
 def _exit_like(code: int) -> None:
@@ -193,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
             _exit_like(code)
         if _owner_gone(args.owner):
             _say(f"sparkdoctor (pid {args.owner}) is gone: stopping the server (process group {pgid})")
-            _stop_group(pgid, args.grace, cleanup)
+            _stop_group(pgid, args.grace, cleanup, args.token, int(start_time(me) or 0))
             sys.exit(0)
         try:  # _Woken is raised only inside this try (waiting is set only here), and only cuts a sleep short
             waiting[0] = True

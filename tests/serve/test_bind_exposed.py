@@ -128,3 +128,22 @@ def test_a_server_whose_worker_listens_on_a_loopback_side_port_is_measured(tmp_p
         assert (LOCAL, side) in [where for inode, where in binding.all_listeners().items()
                                  if any(binding.holds(pid, {inode}) for pid in members(server.pgid))]
     assert server.teardown is not None and server.teardown.clean
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_server_listening_beyond_loopback_is_stopped_before_it_ever_answers(tmp_path, monkeypatch):
+    """A server binds its port long before it answers (vLLM: before it loads the model). The addresses were looked at
+    only once it answered 200, so one that ignored --host sat on every interface for its whole start (up to
+    --ready-timeout), and one that never got ready was never told to be exposed at all."""
+    monkeypatch.setattr(binding, "_loopback", lambda address: False)  # its real 127.0.0.1 listener, judged as 0.0.0.0
+    listen = ("import socket, sys, time; s = socket.socket(); "
+              "s.bind((sys.argv[sys.argv.index('--host') + 1], int(sys.argv[sys.argv.index('--port') + 1]))); "
+              "s.listen(8); print('bound, loading', flush=True); time.sleep(600)")
+    recipe = Recipe(name="loading", source_path="test", format="sparkdoctor",
+                    argv=[sys.executable, "-c", listen, "--host", "0.0.0.0", "--port", "8000"])
+    with pytest.raises(LaunchError) as raised:
+        with launch(recipe, run_dir=tmp_path, matrix=[], ready_timeout=30, grace=5):
+            pytest.fail("a server that never answers is never handed over")
+    message = str(raised.value)
+    assert "listens on 127.0.0.1 port" in message and "not measured" in message and "not ready" not in message
+    assert raised.value.teardown is not None and members(raised.value.teardown.pgid) == []
