@@ -9,11 +9,15 @@ outer timeout is only a hang guard: the assertion is that the command ended by i
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
+
+from tests.hostile import hang_guard
 
 FAKE_RESOLVER = textwrap.dedent('''
     import signal, socket, time
@@ -132,3 +136,63 @@ def test_a_lookup_hands_back_its_answer_and_its_error():
     assert {row[4][0] for row in getaddrinfo("127.0.0.1", 80, 5.0)} == {"127.0.0.1"}
     with pytest.raises(socket.gaierror):
         getaddrinfo("127.0.0.1", "no-such-service-here", 5.0)  # refused locally: no name server asked
+
+
+@pytest.fixture
+def stuck_names(monkeypatch):
+    """socket.getaddrinfo for names under .stuck.test waits until the test ends (then fails): the names asked, in order."""
+    release = threading.Event()
+    asked: list[str] = []
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        if isinstance(host, str) and host.endswith(".stuck.test"):
+            asked.append(host)
+            release.wait()
+            raise socket.gaierror(socket.EAI_AGAIN, "gave up at last")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    yield asked
+    release.set()
+
+
+def _lookup_threads() -> int:
+    return sum(t.name == "sparkdoctor-lookup" and t.is_alive() for t in threading.enumerate())
+
+
+def test_a_name_asked_again_while_its_lookup_is_unanswered_waits_on_that_lookup(stuck_names):
+    """matrix track asks the index once per package: on a name that never answered, each request started one more
+    thread stuck in the resolver and waited its full 60 s again (5 threads, 5 min, when it was stopped)."""
+    from sparkdoctor import lookup
+
+    before = _lookup_threads()
+    for _ in range(20):
+        with pytest.raises(TimeoutError, match="looking up the name 'index.stuck.test' took more than"):
+            lookup.getaddrinfo("index.stuck.test", 443, 0.01)
+    assert stuck_names == ["index.stuck.test"] and _lookup_threads() == before + 1
+    lookup.start("index.stuck.test", 443).began -= 3600  # that lookup began an hour ago
+    with hang_guard(60):  # a hang guard only: the wait is counted from when the lookup began, so none is left
+        with pytest.raises(TimeoutError):
+            lookup.getaddrinfo("index.stuck.test", 443, 600)
+    assert stuck_names == ["index.stuck.test"]
+
+
+def test_bench_waiters_that_give_up_on_a_shared_lookup_leave_it_to_the_others(stuck_names):
+    """bench's resolver waits through asyncio.wrap_future, which cancels the lookup when its wait ends: on a lookup
+    another waiter had already joined that raised RuntimeError ("Future in unexpected state") out of the run."""
+    import asyncio
+
+    from sparkdoctor.bench.http import _Resolver
+
+    async def twice() -> list[str]:
+        said = []
+        for _ in range(2):
+            try:
+                await _Resolver(0.01).resolve("spark.stuck.test", 8000)
+            except OSError as exc:
+                said.append(str(exc))
+        return said
+
+    assert asyncio.run(twice()) == ["looking up the name 'spark.stuck.test' took more than 0.01 s"] * 2
+    assert stuck_names == ["spark.stuck.test"]

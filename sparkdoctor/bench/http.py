@@ -87,7 +87,8 @@ class _Resolver(aiohttp.abc.AbstractResolver):
 
     async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET) -> list[aiohttp.abc.ResolveResult]:
         try:
-            rows = await asyncio.wait_for(asyncio.wrap_future(lookup.start(host, port, family)), self.timeout)
+            ask = lookup.start(host, port, family)
+            rows = await asyncio.wait_for(asyncio.wrap_future(ask), ask.left(self.timeout))
         except asyncio.TimeoutError:
             raise OSError(f"looking up the name {host[:200]!r} took more than {self.timeout:g} s") from None
         return [{"hostname": host, "host": str(addr[0]), "port": port, "family": fam, "proto": proto,
