@@ -128,6 +128,41 @@ def test_bench_url_whose_name_never_resolves_ends_at_its_request_timeout(hanging
     assert done.stderr.count("\n") == 1, done.stderr
 
 
+# sparkrun's is_local_host, as sparkrun 0.4.2 answers it (not installed here: it needs Python 3.12): a name lookup
+FAKE_SPARKRUN_NET = textwrap.dedent('''
+    import socket
+
+    def is_local_host(host):
+        return host == "localhost" or socket.gethostbyname(host).startswith("127.")
+''')
+
+
+def test_the_sparkrun_gate_gives_up_on_a_host_whose_name_never_resolves(hanging_dns, tmp_path):
+    """The plugin asks sparkrun whether every host of the plan is this machine before it sizes the memory: a host
+    whose name never answered held the launch's preparation for good. Now, past the item's timeout (at most 10 s), the
+    memory is not judged and one line says why; the gates still run."""
+    net = tmp_path / "site" / "sparkrun" / "utils"
+    net.mkdir(parents=True)
+    for init in (net.parent / "__init__.py", net / "__init__.py"):
+        init.write_text("")
+    (net / "net.py").write_text(FAKE_SPARKRUN_NET)
+    code = textwrap.dedent('''
+        from types import SimpleNamespace
+        from sparkdoctor.integrations import preflight, sparkrun_plugin as plugin
+        plugin.judge = lambda *a, **k: preflight.Verdict()
+        recipe = SimpleNamespace(name="r", source_path=None, container=None, mods=[], model="org/toy",
+                                 plugin_items={"sparkdoctor": {"timeout": 1}},
+                                 to_dict=lambda **k: {"model": "org/toy", "runtime": "vllm"})
+        plan = SimpleNamespace(recipe=recipe, host_list=["localhost", "spark2.hang.test"])
+        print(plugin.preflight(SimpleNamespace(plan=plan, options=SimpleNamespace(overrides={})), None))
+    ''')
+    done = _run(["-c", code], hanging_dns)
+    assert done.returncode == 0, done.stderr
+    assert ("sparkdoctor: memory not judged: sparkrun's is_local_host did not say within 1 s whether spark2.hang.test "
+            "is this machine") in done.stderr, done.stderr
+    assert "'allowed': False" in done.stdout and "every gate passed" in done.stderr, (done.stdout, done.stderr)
+
+
 def test_a_lookup_hands_back_its_answer_and_its_error():
     import socket
 
