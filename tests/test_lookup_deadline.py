@@ -231,3 +231,20 @@ def test_bench_waiters_that_give_up_on_a_shared_lookup_leave_it_to_the_others(st
 
     assert asyncio.run(twice()) == ["looking up the name 'spark.stuck.test' took more than 0.01 s"] * 2
     assert stuck_names == ["spark.stuck.test"]
+
+
+def test_bench_keeps_the_scope_of_a_link_local_ipv6_address(monkeypatch):
+    """A bench URL whose name answers with a link-local IPv6 address (fe80::/10) needs the address's scope to connect:
+    without it aiohttp's connect failed with EINVAL ("Cannot connect to host ... [Invalid argument]", seen in a network
+    namespace whose lo had fe80::1). aiohttp's own resolver writes it as fe80::1%IFNAME; so does bench's."""
+    import asyncio
+
+    from sparkdoctor.bench.http import _Resolver
+
+    lo = socket.if_nametoindex("lo")
+    rows = {"spark.ll.test": [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("fe80::1", 8000, 0, lo))],
+            "spark.v6.test": [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("2001:db8::1", 8000, 0, 0))],
+            "spark.v4.test": [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("192.0.2.1", 8000))]}
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *args, **kwargs: rows[host])
+    hosts = {name: asyncio.run(_Resolver(5).resolve(name, 8000, socket.AF_UNSPEC))[0]["host"] for name in rows}
+    assert hosts == {"spark.ll.test": "fe80::1%lo", "spark.v6.test": "2001:db8::1", "spark.v4.test": "192.0.2.1"}
