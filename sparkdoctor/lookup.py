@@ -107,3 +107,21 @@ def create_connection(address: tuple[str, int], timeout: float, source_address: 
             error = exc
             sock.close()
     raise error or TimeoutError(f"connecting to {address[0][:200]} took more than {timeout:g} s")
+
+
+def getfqdn(timeout: float) -> str | None:
+    """socket.getfqdn() (a reverse lookup of this machine's name, as unbounded as any), or None when it has not
+    answered in `timeout` s."""
+    answer: Future[str] = Future()
+
+    def look() -> None:
+        try:
+            answer.set_result(socket.getfqdn())
+        except BaseException as exc:  # handed to the caller, whatever it is
+            answer.set_exception(exc)
+
+    threading.Thread(target=look, name="sparkdoctor-lookup", daemon=True).start()
+    try:
+        return answer.result(max(0.0, timeout))
+    except FutureTimeout:
+        return None

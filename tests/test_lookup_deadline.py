@@ -248,3 +248,27 @@ def test_bench_keeps_the_scope_of_a_link_local_ipv6_address(monkeypatch):
     monkeypatch.setattr(socket, "getaddrinfo", lambda host, *args, **kwargs: rows[host])
     hosts = {name: asyncio.run(_Resolver(5).resolve(name, 8000, socket.AF_UNSPEC))[0]["host"] for name in rows}
     assert hosts == {"spark.ll.test": "fe80::1%lo", "spark.v6.test": "2001:db8::1", "spark.v4.test": "192.0.2.1"}
+
+
+def test_a_report_learns_this_machines_names_without_waiting_on_a_reverse_lookup_that_never_answers(monkeypatch):
+    """`report` (and `mods --publish`) learn this machine's names to redact them: socket.getfqdn is a reverse lookup,
+    and one that never answered held `report --timeout 20` for good (killed after 12 minutes). Now it is given up
+    after a few seconds; the host name is still learned."""
+    from sparkdoctor import anonymize
+
+    release = threading.Event()
+
+    def gethostbyaddr(name):
+        release.wait()
+        raise socket.herror(1, "gave up at last")
+
+    monkeypatch.setattr(socket, "gethostbyaddr", gethostbyaddr)
+    monkeypatch.setattr(socket, "gethostname", lambda: "spark-7f3a")
+    monkeypatch.setattr(anonymize, "FQDN_TIMEOUT", 0.01, raising=False)
+    redactor = anonymize.Redactor()
+    try:
+        with hang_guard(60):  # a hang guard only
+            redactor.learn_local()
+    finally:
+        release.set()
+    assert redactor.text("ssh spark-7f3a.lab") == "ssh <host>.lab"
