@@ -9,11 +9,15 @@ outer timeout is only a hang guard: the assertion is that the command ended by i
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
+
+from tests.hostile import hang_guard
 
 FAKE_RESOLVER = textwrap.dedent('''
     import signal, socket, time
@@ -124,6 +128,41 @@ def test_bench_url_whose_name_never_resolves_ends_at_its_request_timeout(hanging
     assert done.stderr.count("\n") == 1, done.stderr
 
 
+# sparkrun's is_local_host, as sparkrun 0.4.2 answers it (not installed here: it needs Python 3.12): a name lookup
+FAKE_SPARKRUN_NET = textwrap.dedent('''
+    import socket
+
+    def is_local_host(host):
+        return host == "localhost" or socket.gethostbyname(host).startswith("127.")
+''')
+
+
+def test_the_sparkrun_gate_gives_up_on_a_host_whose_name_never_resolves(hanging_dns, tmp_path):
+    """The plugin asks sparkrun whether every host of the plan is this machine before it sizes the memory: a host
+    whose name never answered held the launch's preparation for good. Now, past the item's timeout (at most 10 s), the
+    memory is not judged and one line says why; the gates still run."""
+    net = tmp_path / "site" / "sparkrun" / "utils"
+    net.mkdir(parents=True)
+    for init in (net.parent / "__init__.py", net / "__init__.py"):
+        init.write_text("")
+    (net / "net.py").write_text(FAKE_SPARKRUN_NET)
+    code = textwrap.dedent('''
+        from types import SimpleNamespace
+        from sparkdoctor.integrations import preflight, sparkrun_plugin as plugin
+        plugin.judge = lambda *a, **k: preflight.Verdict()
+        recipe = SimpleNamespace(name="r", source_path=None, container=None, mods=[], model="org/toy",
+                                 plugin_items={"sparkdoctor": {"timeout": 1}},
+                                 to_dict=lambda **k: {"model": "org/toy", "runtime": "vllm"})
+        plan = SimpleNamespace(recipe=recipe, host_list=["localhost", "spark2.hang.test"])
+        print(plugin.preflight(SimpleNamespace(plan=plan, options=SimpleNamespace(overrides={})), None))
+    ''')
+    done = _run(["-c", code], hanging_dns)
+    assert done.returncode == 0, done.stderr
+    assert ("sparkdoctor: memory not judged: sparkrun's is_local_host did not say within 1 s whether spark2.hang.test "
+            "is this machine") in done.stderr, done.stderr
+    assert "'allowed': False" in done.stdout and "every gate passed" in done.stderr, (done.stdout, done.stderr)
+
+
 def test_a_lookup_hands_back_its_answer_and_its_error():
     import socket
 
@@ -132,3 +171,104 @@ def test_a_lookup_hands_back_its_answer_and_its_error():
     assert {row[4][0] for row in getaddrinfo("127.0.0.1", 80, 5.0)} == {"127.0.0.1"}
     with pytest.raises(socket.gaierror):
         getaddrinfo("127.0.0.1", "no-such-service-here", 5.0)  # refused locally: no name server asked
+
+
+@pytest.fixture
+def stuck_names(monkeypatch):
+    """socket.getaddrinfo for names under .stuck.test waits until the test ends (then fails): the names asked, in order."""
+    release = threading.Event()
+    asked: list[str] = []
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        if isinstance(host, str) and host.endswith(".stuck.test"):
+            asked.append(host)
+            release.wait()
+            raise socket.gaierror(socket.EAI_AGAIN, "gave up at last")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    yield asked
+    release.set()
+
+
+def _lookup_threads() -> int:
+    return sum(t.name == "sparkdoctor-lookup" and t.is_alive() for t in threading.enumerate())
+
+
+def test_a_name_asked_again_while_its_lookup_is_unanswered_waits_on_that_lookup(stuck_names):
+    """matrix track asks the index once per package: on a name that never answered, each request started one more
+    thread stuck in the resolver and waited its full 60 s again (5 threads, 5 min, when it was stopped)."""
+    from sparkdoctor import lookup
+
+    before = _lookup_threads()
+    for _ in range(20):
+        with pytest.raises(TimeoutError, match="looking up the name 'index.stuck.test' took more than"):
+            lookup.getaddrinfo("index.stuck.test", 443, 0.01)
+    assert stuck_names == ["index.stuck.test"] and _lookup_threads() == before + 1
+    lookup.start("index.stuck.test", 443).began -= 3600  # that lookup began an hour ago
+    with hang_guard(60):  # a hang guard only: the wait is counted from when the lookup began, so none is left
+        with pytest.raises(TimeoutError):
+            lookup.getaddrinfo("index.stuck.test", 443, 600)
+    assert stuck_names == ["index.stuck.test"]
+
+
+def test_bench_waiters_that_give_up_on_a_shared_lookup_leave_it_to_the_others(stuck_names):
+    """bench's resolver waits through asyncio.wrap_future, which cancels the lookup when its wait ends: on a lookup
+    another waiter had already joined that raised RuntimeError ("Future in unexpected state") out of the run."""
+    import asyncio
+
+    from sparkdoctor.bench.http import _Resolver
+
+    async def twice() -> list[str]:
+        said = []
+        for _ in range(2):
+            try:
+                await _Resolver(0.01).resolve("spark.stuck.test", 8000)
+            except OSError as exc:
+                said.append(str(exc))
+        return said
+
+    assert asyncio.run(twice()) == ["looking up the name 'spark.stuck.test' took more than 0.01 s"] * 2
+    assert stuck_names == ["spark.stuck.test"]
+
+
+def test_bench_keeps_the_scope_of_a_link_local_ipv6_address(monkeypatch):
+    """A bench URL whose name answers with a link-local IPv6 address (fe80::/10) needs the address's scope to connect:
+    without it aiohttp's connect failed with EINVAL ("Cannot connect to host ... [Invalid argument]", seen in a network
+    namespace whose lo had fe80::1). aiohttp's own resolver writes it as fe80::1%IFNAME; so does bench's."""
+    import asyncio
+
+    from sparkdoctor.bench.http import _Resolver
+
+    lo = socket.if_nametoindex("lo")
+    rows = {"spark.ll.test": [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("fe80::1", 8000, 0, lo))],
+            "spark.v6.test": [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("2001:db8::1", 8000, 0, 0))],
+            "spark.v4.test": [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("192.0.2.1", 8000))]}
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *args, **kwargs: rows[host])
+    hosts = {name: asyncio.run(_Resolver(5).resolve(name, 8000, socket.AF_UNSPEC))[0]["host"] for name in rows}
+    assert hosts == {"spark.ll.test": "fe80::1%lo", "spark.v6.test": "2001:db8::1", "spark.v4.test": "192.0.2.1"}
+
+
+def test_a_report_learns_this_machines_names_without_waiting_on_a_reverse_lookup_that_never_answers(monkeypatch):
+    """`report` (and `mods --publish`) learn this machine's names to redact them: socket.getfqdn is a reverse lookup,
+    and one that never answered held `report --timeout 20` for good (killed after 12 minutes). Now it is given up
+    after a few seconds; the host name is still learned."""
+    from sparkdoctor import anonymize
+
+    release = threading.Event()
+
+    def gethostbyaddr(name):
+        release.wait()
+        raise socket.herror(1, "gave up at last")
+
+    monkeypatch.setattr(socket, "gethostbyaddr", gethostbyaddr)
+    monkeypatch.setattr(socket, "gethostname", lambda: "spark-7f3a")
+    monkeypatch.setattr(anonymize, "FQDN_TIMEOUT", 0.01, raising=False)
+    redactor = anonymize.Redactor()
+    try:
+        with hang_guard(60):  # a hang guard only
+            redactor.learn_local()
+    finally:
+        release.set()
+    assert redactor.text("ssh spark-7f3a.lab") == "ssh <host>.lab"

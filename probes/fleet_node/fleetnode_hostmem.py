@@ -17,14 +17,13 @@ as the host collectors read a fixture tree). Standard library only, Python 3.8+.
 import collections
 import errno
 import os
-import re
 import selectors
 import stat
 import subprocess
 import time
 
 # probes/shared/ (the node's bundle carries it): one reader of small /proc and cgroup files
-from probe_memlimit import _count, _small, _under
+from probe_memlimit import CONTAINER, _count, _small, _under, containers
 
 WORDS = ("NVRM", "Killed process", "invoked oom-killer", "blocked for more than")
 MAX_BYTES = 8 << 20  # of a log read
@@ -36,8 +35,6 @@ MAX_PIDS = 4096  # /proc entries looked at (have.py's bounds)
 MAX_FDS = 4096
 MAX_OTHERS = 64
 LARGE_KIB = 100 * 1024  # a process this large is listed even when it does not use the GPU
-CONTAINER = re.compile(r"(?:docker|libpod|cri-containerd|crio)[-/]([0-9a-f]{12,64})")
-CGROUP_GLOBS = ("system.slice", "machine.slice", "docker")
 
 
 def texts(root):
@@ -227,32 +224,6 @@ def _container_of(root, pid):
     return match.group(1)[:12] if match else None
 
 
-def _containers(root):
-    out = {}
-    for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/memory"):
-        for parent in CGROUP_GLOBS:
-            folder = _under(root, base + "/" + parent)
-            try:
-                names = sorted(os.listdir(folder))[:256]
-            except OSError:
-                continue
-            for name in names:
-                match = CONTAINER.search(parent + "/" + name)
-                if not match or match.group(1)[:12] in out:
-                    continue
-                used = None
-                for leaf in ("memory.current", "memory.usage_in_bytes"):
-                    used = _count(_small(os.path.join(folder, name, leaf)))
-                    if used is not None:
-                        break
-                if used is None:
-                    continue
-                procs = (_small(os.path.join(folder, name, "cgroup.procs")) or "").split()
-                out[match.group(1)[:12]] = {"id": match.group(1)[:12], "cgroup": base + "/" + parent + "/" + name,
-                                            "bytes": used, "pids": [n for n in map(_count, procs) if n is not None][:MAX_PIDS]}
-    return sorted(out.values(), key=lambda c: -c["bytes"])
-
-
 def holders(root):
     """{"holders", "others", "containers", "errors"}: the processes on the GPU and the largest others (pid, name,
     rss_kib, devices, container), and containers' memory with their processes."""
@@ -276,4 +247,4 @@ def holders(root):
     others = sorted(others, key=lambda r: -r["rss_kib"])[:MAX_OTHERS]
     for row in on_gpu + others:
         row["container"] = _container_of(root, row["pid"])
-    return {"holders": on_gpu, "others": others, "containers": _containers(root), "errors": errors}
+    return {"holders": on_gpu, "others": others, "containers": containers(root), "errors": errors}

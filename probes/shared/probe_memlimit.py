@@ -7,10 +7,27 @@
          the page cache the kernel reclaims first (not shmem). None without a limit below MemTotal.
   v2     where cgroup v2 is mounted: /sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid v1/v2 host (systemd's
          hybrid layout: /sys/fs/cgroup is then a tmpfs of v1 hierarchies).
+  containers  the memory cgroups of docker/podman/CRI containers (v2's mount and v1's memory hierarchy) with their
+         usage and the processes in them and in their sub-cgroups (crun puts a podman container's processes in
+         the scope's `container` child on cgroup v2).
 """
 
+import glob
 import os
+import re
 import stat
+
+NO_LIMIT = 1 << 60  # a v1 "no limit" (9223372036854771712, page-rounded) where MemTotal is unknown: nothing binds there
+CONTAINER = re.compile(r"(?:docker|libpod|cri-containerd|crio)[-/]([0-9a-f]{12,64})")
+# Where runtimes make a container's cgroup: under systemd (docker's system.slice, podman's machine.slice and a pod's
+# machine-libpod_pod_*.slice in it, a rootless runtime's user manager), their cgroupfs drivers (docker/,
+# libpod_parent/), and Kubernetes' pods (kubepods.slice/[QoS slice/]pod slice/).
+CONTAINER_PARENTS = ("system.slice", "machine.slice", "machine.slice/*.slice", "docker", "libpod_parent",
+                     "user.slice/user-*.slice/user@*.service/user.slice", "kubepods.slice/*.slice",
+                     "kubepods.slice/*.slice/*.slice")
+MAX_LISTED = 256  # folders looked at per parent, and parents per pattern
+MAX_SUBGROUPS = 64  # a container's own sub-cgroups whose processes are read
+MAX_PIDS = 4096
 
 
 def _count(text):
@@ -65,7 +82,7 @@ def limit(root, pid="self"):
         for depth in range(len(parts), -1, -1):  # its own cgroup first, then each ancestor
             folder = _under(root, "/".join((base,) + tuple(parts[:depth])))
             limits = [n for n in (_count(_small(os.path.join(folder, name))) for name in names) if n is not None]
-            if not limits or (total is not None and min(limits) >= total * 1024):
+            if not limits or min(limits) >= (NO_LIMIT if total is None else min(NO_LIMIT, total * 1024)):
                 continue  # a v1 "no limit" is a huge number: anything past MemTotal is none
             used = None
             for leaf in ("memory.current", "memory.usage_in_bytes"):
@@ -91,3 +108,48 @@ def _file_cache(folder):
         return next((n for n in (_count(counts.get(k)) for k in keys) if n is not None), 0)
 
     return max(0, number("file", "total_cache") - number("shmem", "total_shmem"))
+
+
+
+def containers(root):
+    """[{"id", "cgroup", "bytes", "pids"}] of the containers' memory cgroups under root, largest first: the id (12 hex
+    digits), the cgroup's folder, its usage (v2 memory.current, v1 memory.usage_in_bytes) and the processes in it and
+    its sub-cgroups."""
+    out = {}
+    for base in dict.fromkeys((v2(root), "/sys/fs/cgroup/memory")):
+        top = _under(root, base)
+        for pattern in CONTAINER_PARENTS:
+            try:
+                parents = sorted(glob.glob(os.path.join(glob.escape(top), pattern)))[:MAX_LISTED]
+            except OSError:
+                continue
+            for parent in parents:
+                try:
+                    names = sorted(os.listdir(parent))[:MAX_LISTED]
+                except OSError:
+                    continue
+                for name in names:
+                    match = CONTAINER.search(os.path.basename(parent) + "/" + name)
+                    folder = os.path.join(parent, name)
+                    if not match or match.group(1)[:12] in out or not os.path.isdir(folder):
+                        continue
+                    used = None
+                    for leaf in ("memory.current", "memory.usage_in_bytes"):
+                        used = _count(_small(os.path.join(folder, leaf)))
+                        if used is not None:
+                            break
+                    if used is not None:
+                        out[match.group(1)[:12]] = {"id": match.group(1)[:12], "bytes": used, "pids": _procs(folder),
+                                                    "cgroup": base + "/" + os.path.relpath(folder, top)}
+    return sorted(out.values(), key=lambda c: -c["bytes"])
+
+
+def _procs(folder):
+    """The processes in a cgroup and in its sub-cgroups (cgroup v2 keeps a parent with children empty of its own)."""
+    pids = []
+    for seen, (here, subgroups, _) in enumerate(os.walk(folder)):
+        subgroups.sort()
+        if seen >= MAX_SUBGROUPS or len(pids) >= MAX_PIDS:
+            break
+        pids += [n for n in map(_count, (_small(os.path.join(here, "cgroup.procs")) or "").split()) if n is not None]
+    return pids[:MAX_PIDS]

@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdoctor import lookup
 from sparkdoctor.anonymize import shapes, wrapped
 
 USER, HOST, IP, MAC, SECRET, EMAIL = "<user>", "<host>", "<ip>", "<mac>", "<redacted>", "<email>"
@@ -58,6 +59,7 @@ WEAK_NAMES = frozenset({"vm", "net", "sys", "dev", "proc", "lib", "bin", "etc", 
                         "models", "kernel", "srv", "run", "boot", "media", "share", "src", "build", "python", "cuda", "spark",
                         "gpu", "node", "server", "main", "test", "work", "lab", "box", "dgx", "nvme", "vllm",
                         "ubuntu", "debian", "linux", "nvidia", "gx10", "gb10"})
+FQDN_TIMEOUT = 5.0  # seconds for this machine's fully qualified name (a reverse lookup)
 ENV_KEYS = frozenset({"env", "environment"})  # a dict under one of these names holds environment variables
 # Host names too generic to replace in text.
 GENERIC_HOSTS = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback", "auto", "none", "local",
@@ -191,11 +193,12 @@ class Redactor:
         except Exception:  # no user name in the environment or the password database
             pass
         self.learn_user(os.path.basename(os.path.expanduser("~").rstrip("/")))
-        for getter in (socket.gethostname, socket.getfqdn):
-            try:
-                self.learn_host(getter())
-            except OSError:
-                pass
+        try:
+            self.learn_host(socket.gethostname())
+            # the fully qualified name is a reverse lookup: one that never answered held `report` past its --timeout
+            self.learn_host(lookup.getfqdn(FQDN_TIMEOUT) or "")
+        except OSError:
+            pass
 
     # ---- redacting ------------------------------------------------------------------------------
     def text(self, value: str, is_version: bool = False) -> str:

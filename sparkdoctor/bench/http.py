@@ -87,14 +87,23 @@ class _Resolver(aiohttp.abc.AbstractResolver):
 
     async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET) -> list[aiohttp.abc.ResolveResult]:
         try:
-            rows = await asyncio.wait_for(asyncio.wrap_future(lookup.start(host, port, family)), self.timeout)
+            ask = lookup.start(host, port, family)
+            rows = await asyncio.wait_for(asyncio.wrap_future(ask), ask.left(self.timeout))
         except asyncio.TimeoutError:
             raise OSError(f"looking up the name {host[:200]!r} took more than {self.timeout:g} s") from None
-        return [{"hostname": host, "host": str(addr[0]), "port": port, "family": fam, "proto": proto,
+        return [{"hostname": host, "host": _numeric(addr), "port": port, "family": fam, "proto": proto,
                  "flags": socket.AI_NUMERICHOST | socket.AI_NUMERICSERV} for fam, _kind, proto, _name, addr in rows]
 
     async def close(self) -> None:
         return None
+
+
+def _numeric(addr: tuple[object, ...]) -> str:
+    """The address to connect to: an IPv6 link-local one with its scope (fe80::1%eth0), without which connect fails
+    (EINVAL), as aiohttp's own resolver writes it (getnameinfo, numeric: nothing is looked up)."""
+    if len(addr) >= 4 and addr[3]:
+        return socket.getnameinfo(addr[:4], socket.NI_NUMERICHOST | socket.NI_NUMERICSERV)[0]  # type: ignore[arg-type]
+    return str(addr[0])
 
 
 def _session(timeout: float):

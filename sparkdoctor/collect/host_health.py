@@ -112,6 +112,13 @@ def memory_limit(root: Path, pid: int | str = "self") -> dict[str, object] | Non
     return found if isinstance(found, dict) else None
 
 
+def container_memory(root: Path) -> list[tuple[str, str, int, list[int]]]:
+    """(id, cgroup, bytes, pids) of the containers' memory cgroups under root, largest first, with the processes in
+    each and its sub-cgroups. The probes' own reader (probes/shared/probe_memlimit.py), as every fleet node lists
+    them."""
+    return [(c["id"], c["cgroup"], c["bytes"], c["pids"]) for c in _memlimit().containers(str(root))]
+
+
 def pci_ids(root: Path) -> list[str] | None:
     """"vendor:device" of each PCI device (lspci -n's form, "10de:2e12"); None where the bus cannot be listed. The
     probes' own reader (probes/shared/probe_pci.py, standard library only), loaded from there: one implementation

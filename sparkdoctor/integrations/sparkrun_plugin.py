@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,9 @@ SPARKRUN_PORT = 8000
 # the same target, so that one failing mod is one reason).
 NOT_FOR_RECIPE_CHECK = (ITEM, "mods")
 OFF = False  # `sparkdoctor: false`: the recipe turns the gate off (the launch goes on, one line says so)
+# Seconds (at most the item's timeout) for sparkrun's is_local_host over the plan's hosts: it looks their names up, and
+# a name whose lookup never answers held the launch for good. Past it the memory is not judged, as for a remote host.
+HOSTS_TIMEOUT = 10.0
 
 
 class LaunchRefused(RuntimeError):
@@ -92,7 +96,7 @@ def preflight(context: Any, _receipts: object) -> dict[str, object]:
     settings = Settings.parse(item)
     mods, unresolved = resolve_mods(recipe)
     image = str(recipe.container or "") or None
-    model, why_not = memory_model(recipe, getattr(context.plan, "host_list", None))
+    model, why_not = memory_model(recipe, getattr(context.plan, "host_list", None), min(settings.timeout, HOSTS_TIMEOUT))
     say(f"sparkdoctor: judging {recipe.name} before launch (recipe check{', memory' if model else ''}"
         f"{', mods check' if mods else ''}; "
         f"target: {settings.python or (f'image {image}' if image else 'as recipe check chooses')})")
@@ -114,17 +118,23 @@ def preflight(context: Any, _receipts: object) -> dict[str, object]:
     return {"reasons": verdict.reasons, "gates": verdict.ran, "allowed": verdict.allowed}
 
 
-def memory_model(recipe: object, hosts: Iterable[object] | None) -> tuple[str | None, str | None]:
+def memory_model(recipe: object, hosts: Iterable[object] | None, timeout: float = HOSTS_TIMEOUT) -> tuple[str | None, str | None]:
     """(the checkpoint folder the memory verdict sizes, None), or (None, why it is not judged): the memory free now is
     this machine's, so the launch must run here (every host of sparkrun's plan local: sparkrun.utils.net
-    is_local_host), and the model must be on disk (a folder, or an org/name already in the Hugging Face cache:
-    sparkrun downloads a missing one later, after this step)."""
+    is_local_host, within `timeout` s for them all), and the model must be on disk (a folder, or an org/name already in
+    the Hugging Face cache: sparkrun downloads a missing one later, after this step)."""
     from sparkdoctor.audit.errors import AuditError
     from sparkdoctor.audit.locate import resolve_model
 
-    remote = [str(h) for h in hosts or () if not _local(str(h))]
+    names = [str(h) for h in hosts or ()]
+    local = _which_local(names, timeout)
+    remote = [h for h in names if local.get(h) is False]
     if remote:
         return None, f"the launch runs on {', '.join(remote[:3])}, not here (sparkdoctor fleet check judges a node's memory)"
+    unknown = [h for h in names if h not in local]
+    if unknown:
+        return None, (f"sparkrun's is_local_host did not say within {timeout:g} s whether {', '.join(unknown[:3])} is this "
+                      "machine (a name lookup that does not answer, or an error)")
     ref = str(getattr(recipe, "model", "") or "")
     try:
         return str(resolve_model(ref)), None
@@ -132,10 +142,24 @@ def memory_model(recipe: object, hosts: Iterable[object] | None) -> tuple[str | 
         return None, f"the model {ref or '(none)'} is not on this machine yet (sparkrun fetches it after this step)"
 
 
-def _local(host: str) -> bool:
-    from sparkrun.utils.net import is_local_host
+def _which_local(hosts: list[str], timeout: float) -> dict[str, bool]:
+    """{host: whether sparkrun's is_local_host says it is this machine} for the hosts it answered within `timeout` s:
+    it runs in a daemon thread, left behind (it never holds the process at its exit) on a lookup that does not answer."""
+    found: dict[str, bool] = {}
 
-    return bool(is_local_host(host))
+    def ask() -> None:
+        try:
+            from sparkrun.utils.net import is_local_host
+
+            for host in hosts:
+                found[host] = bool(is_local_host(host))
+        except Exception:  # sparkrun's own failure: the hosts left are not known to be this machine, as on no answer
+            return
+
+    asking = threading.Thread(target=ask, name="sparkrun-is-local-host", daemon=True)
+    asking.start()
+    asking.join(timeout)
+    return dict(found)
 
 
 def export_recipe(recipe: Any, overrides: Mapping[str, object] | None, folder: Path) -> Path:

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sparkdoctor.collect import gpu_health
+from sparkdoctor.collect.host_health import container_memory, memory_limit
 from sparkdoctor.collect.host_health import memory as meminfo
-from sparkdoctor.collect.host_health import memory_limit
 from sparkdoctor.collect.hostroot import host_root, is_live_root
 
 KIB = 1024
@@ -179,7 +179,7 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
             have.nvml = f"failed: {problem}"
     if nvml is not None:
         _merge_nvml(have, nvml, root)
-    have.containers = _containers(root, have.holders, errors)
+    have.containers = _containers(root, have.holders)
     # the cgroup of this process is the one a launch from here starts in (under a host root, its /proc/self: as a
     # fleet node's probe reads its own)
     have.limit_bytes, have.limit_used_bytes = cgroup_room(os.getpid() if os.path.realpath(root) == "/" else "self", root)
@@ -313,34 +313,11 @@ def _visible(gpus: list[_GPU]) -> list[_GPU]:
     return [gpus[int(i)] for i in wanted.split(",") if int(i) < len(gpus)]
 
 
-def _cgroup_memory(folder: Path) -> int | None:
-    for name in ("memory.current", "memory.usage_in_bytes"):
-        used = count(_small(folder / name))
-        if used is not None:
-            return used
-    return None
-
-
-def _containers(root: Path, holders: list[Holder], errors: list[str]) -> list[ContainerMemory]:
+def _containers(root: Path, holders: list[Holder]) -> list[ContainerMemory]:
+    """Containers' memory cgroups (collect/host_health.container_memory: the fleet node probe's reader), each with
+    whether one of its processes holds the GPU."""
     on_gpu = {h.pid for h in holders if h.devices}
-    out: dict[str, ContainerMemory] = {}
-    for base in (root / "sys" / "fs" / "cgroup", root / "sys" / "fs" / "cgroup" / "memory"):
-        for pattern in ("system.slice/*.scope", "machine.slice/*.scope", "docker/*", "kubepods*/**/*.scope"):
-            try:
-                folders = sorted(base.glob(pattern))[:256]
-            except OSError:
-                continue
-            for folder in folders:
-                match = _CONTAINER.search(str(folder.relative_to(base)))
-                if not match or not folder.is_dir():
-                    continue
-                cid = match.group(1)[:12]
-                used = _cgroup_memory(folder)
-                if used is None or cid in out:
-                    continue
-                pids = [p for p in map(count, (_small(folder / "cgroup.procs") or "").split()) if p is not None][:MAX_PIDS]
-                out[cid] = ContainerMemory(cid, "/" + str(folder.relative_to(root)), used, pids, bool(on_gpu & set(pids)))
-    return sorted(out.values(), key=lambda c: -c.bytes)
+    return [ContainerMemory(cid, cgroup, used, pids, bool(on_gpu & set(pids))) for cid, cgroup, used, pids in container_memory(root)]
 
 
 def sample(pids: set[int], root: Path | None = None) -> tuple[int | None, int | None]:
