@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from sparkdoctor.audit.safetensors import TensorInfo
 
 UNQUANTIZED = {"BF16", "F16", "F32", "F64"}
+FP8 = {"F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ"}  # the FNUZ pair: torch's ROCm FP8 types
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def classify(tensors: dict[str, TensorInfo], bits_hint: int = 4) -> Format:
     if weight is None:
         main = max(tensors.values(), key=lambda t: t.nbytes)
         return Format(main.dtype, _params_of_rest(tensors, set()) or main.numel, main.dtype not in UNQUANTIZED)
-    if weight.dtype in ("F8_E4M3", "F8_E5M2"):
+    if weight.dtype in FP8:
         return Format(f"FP8 {_fp8_granularity(weight, tensors)}", weight.numel + _params_of_rest(tensors, {"weight"}), True)
     if weight.dtype == "I8" and (scale is not None or "weight_scale_inv" in tensors):
         return Format("INT8", weight.numel + _params_of_rest(tensors, {"weight"}), True)

@@ -6,7 +6,11 @@ Sources and their matching rules (how the loader that reads each one decides tha
   matched from the start of the name (compressed_tensors.utils.match; vLLM compressed_tensors.py).
 - NVIDIA ModelOpt (`hf_quant_config.json` "quantization", or quantization_config quant_method "modelopt"):
   `exclude_modules` / `ignore` are fnmatch wildcards (vLLM modelopt.py `is_layer_excluded`) — so
-  `mtp.layers.0*` does not match `mtp.fc`.
+  `mtp.layers.0*` does not match `mtp.fc`. MIXED_PRECISION names each quantized layer in `quantized_layers`; a
+  linear no entry names is built unquantized (ModelOptMixedPrecisionConfig `_resolve_quant_algo`: the exact name,
+  and for routed experts their `.experts` module or any entry under its parent).
+- config.json's quantization_config is the one vLLM reads (weight_utils.py `get_quant_config`);
+  hf_quant_config.json only when config.json has none.
 - GPTQ / AWQ (quant_method "gptq", "awq"): `modules_to_not_convert` entries match as substrings of the module
   name (vLLM awq.py `is_layer_skipped_awq`); vLLM leaves lm_head and routers unquantized for them.
 - MXFP4 (quant_method "mxfp4", gpt-oss): only the MoE experts are MXFP4 (vLLM mxfp4.py quantizes FusedMoE);
@@ -39,12 +43,19 @@ class QuantConfig:
     experts_only: bool = False
     kv_cache_dtype: str | None = None  # "fp8" when the config quantizes the KV cache
     bits: int = 4
+    layers: frozenset[str] | None = None  # ModelOpt MIXED_PRECISION: the quantized_layers names (None: not such a config)
+    parents: frozenset[str] = frozenset()  # every dotted prefix of those names (what routed experts are looked up by)
 
     def excludes(self, module: str) -> list[str]:
         """The ignore entries that match `module`."""
         return [p for p in self.ignore if matches(p, module, self.match)]
 
     def targets_module(self, module: str) -> bool:
+        if self.layers is not None:
+            if module in self.layers:
+                return True
+            container, found, _ = module.partition(".experts.")
+            return bool(found) and (f"{container}.experts" in self.layers or container in self.parents)
         return not self.targets or any(t == "Linear" or matches(t, module, "exact-or-re") for t in self.targets)
 
 
@@ -100,7 +111,7 @@ def read_quant_configs(config: Mapping[str, object], hf_quant: Mapping[str, obje
         if not isinstance(qc, dict):
             raise AuditError("config.json: quantization_config must be an object")
         found.append(_from_config_json(qc))
-    if hf_quant is not None:
+    elif hf_quant is not None:  # read only when config.json has none, as vLLM reads it
         found.append(_modelopt(hf_quant.get("quantization"), "hf_quant_config.json", "quantization.exclude_modules", "exclude_modules"))
     return found
 
@@ -153,11 +164,18 @@ def _compressed_tensors(qc: Mapping[str, object]) -> QuantConfig:
             raise AuditError(f"{where}.config_groups.{name} must be an object")
         targets += _list(group.get("targets"), f"{where}.config_groups.{name}.targets")
         schemes.append(_ct_scheme(group))
-    kv = qc.get("kv_cache_scheme")
-    kv_dtype = "fp8" if isinstance(kv, dict) and kv.get("num_bits") == 8 else None
+    # pack-quantized int weights: how many a 32-bit word holds (the first int group's width; W4A16 and W8A16 exist)
+    widths = [g["weights"].get("num_bits") for g in groups.values() if isinstance(g.get("weights"), dict) and g["weights"].get("type") == "int"]
+    bits = next((b for b in widths if type(b) is int and b in PACKED_BITS), 4)
     return QuantConfig("compressed-tensors", "; ".join(schemes) or str(qc.get("format")), "config.json quantization_config",
                        "quantization_config.ignore", _list(qc.get("ignore"), f"{where}.ignore"), "exact-or-re",
-                       targets=targets, kv_cache_dtype=kv_dtype)
+                       targets=targets, kv_cache_dtype=_kv_scheme(qc), bits=bits)
+
+
+def _kv_scheme(qc: Mapping[str, object]) -> str | None:
+    """"fp8" when a config.json `kv_cache_scheme` quantizes the KV cache to 8 bits (compressed-tensors, ModelOpt)."""
+    kv = qc.get("kv_cache_scheme")
+    return "fp8" if isinstance(kv, dict) and kv.get("num_bits") == 8 else None
 
 
 def _ct_scheme(group: Mapping[str, object]) -> str:
@@ -183,5 +201,15 @@ def _modelopt(section: object, source: str, field_name: str, *keys: str) -> Quan
     ignore = [entry for key in keys for entry in _list(section.get(key), f"{source}: {key}")]
     algo = str(section.get("quant_algo") or "?")
     kv = str(section.get("kv_cache_quant_algo") or "").upper()
-    return QuantConfig("modelopt", f"{algo} (ModelOpt)", source, field_name, ignore, "fnmatch",
-                       kv_cache_dtype="fp8" if kv.startswith("FP8") else None, bits=4 if "FP4" in algo.upper() else 8)
+    kv_dtype = "fp8" if kv.startswith("FP8") else _kv_scheme(section)  # hf_quant_config.json's string, config.json's scheme
+    layers: frozenset[str] | None = None
+    parents: frozenset[str] = frozenset()
+    scheme = f"{algo} (ModelOpt)"
+    quantized = section.get("quantized_layers")
+    if algo.upper() == "MIXED_PRECISION" and isinstance(quantized, dict):
+        layers = frozenset(str(k) for k in quantized)
+        parents = frozenset(name.rsplit(".", n)[0] for name in layers for n in range(1, name.count(".") + 1))
+        algos = sorted({str(v.get("quant_algo")) for v in quantized.values() if isinstance(v, dict)})
+        scheme = f"{algo} (ModelOpt: {len(layers)} quantized_layers, {', '.join(algos)})"
+    return QuantConfig("modelopt", scheme, source, field_name, ignore, "fnmatch", kv_cache_dtype=kv_dtype,
+                       bits=4 if "FP4" in algo.upper() else 8, layers=layers, parents=parents)

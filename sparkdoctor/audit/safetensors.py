@@ -30,9 +30,10 @@ from sparkdoctor.inputs import open_regular
 
 MAX_HEADER = 100_000_000  # the safetensors crate's MAX_HEADER_SIZE
 
-# bits per element of every dtype safetensors defines (safetensors/src/tensor.rs, enum Dtype)
+# bits per element of every dtype safetensors defines (safetensors/src/tensor.rs, enum Dtype; 0.8 writes torch's
+# float8_e4m3fnuz / float8_e5m2fnuz as F8_E4M3FNUZ / F8_E5M2FNUZ)
 DTYPE_BITS = {
-    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8,
     "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
     "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
     "I32": 32, "U32": 32, "F32": 32,

@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 
 MODELS = Path(__file__).resolve().parent.parent / "data" / "models"
-BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8, "F4": 4, "I16": 16, "F16": 16, "BF16": 16,
+BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "F4": 4, "I16": 16, "F16": 16, "BF16": 16,
         "I32": 32, "U32": 32, "F32": 32, "I64": 64, "F64": 64, "F6_E2M3": 6, "F6_E3M2": 6, "U16": 16, "U64": 64, "C64": 64}
 
 Entry = tuple  # (name, dtype, shape)
@@ -93,6 +93,15 @@ def linear(prefix: str, out: int, inp: int, scheme: str, bias: bool = False) -> 
     elif scheme == "modelopt-nvfp4":
         got = [(f"{p}.weight", "U8", [out, inp // 2]), (f"{p}.weight_scale", "F8_E4M3", [out, inp // 16]),
                (f"{p}.weight_scale_2", "F32", []), (f"{p}.input_scale", "F32", [])]
+    elif scheme in ("modelopt-fp8", "modelopt-fp8-fnuz"):  # ModelOpt FP8: per-tensor weight and input scales
+        got = [(f"{p}.weight", "F8_E4M3FNUZ" if scheme.endswith("fnuz") else "F8_E4M3", [out, inp]),
+               (f"{p}.weight_scale", "F32", []), (f"{p}.input_scale", "F32", [])]
+    elif scheme == "modelopt-w4a16":  # ModelOpt W4A16_NVFP4: no input scale
+        got = [(f"{p}.weight", "U8", [out, inp // 2]), (f"{p}.weight_scale", "F8_E4M3", [out, inp // 16]), (f"{p}.weight_scale_2", "F32", [])]
+    elif scheme in ("ct-w4a16", "ct-w8a16"):  # compressed-tensors pack-quantized: int4/int8 packed into int32
+        per_word = 8 if scheme == "ct-w4a16" else 4
+        got = [(f"{p}.weight_packed", "I32", [out, inp // per_word]), (f"{p}.weight_scale", "BF16", [out, inp // 128 if per_word == 8 else 1]),
+               (f"{p}.weight_shape", "I64", [2])]
     elif scheme == "awq":
         got = [(f"{p}.qweight", "I32", [inp, out // 8]), (f"{p}.qzeros", "I32", [inp // 128, out // 8]), (f"{p}.scales", "F16", [inp // 128, out])]
     elif scheme == "gptq":
