@@ -88,7 +88,7 @@ def _shards(folder: Path) -> tuple[list[Path], dict[str, str] | None]:
     for name in files:
         if "/" in name or "\\" in name or name in ("", ".", ".."):
             raise AuditError(f"{folder / INDEX}: weight_map names a shard outside the folder: {name!r}")
-        if not (folder / name).is_file():
+        if not (folder / name).exists():  # a FIFO or device is there: read_header says what it is
             raise AuditError(f"{folder / INDEX}: weight_map names shard {name!r}, which is not in the folder (an incomplete download?)")
     return [folder / name for name in files], weight_map
 

@@ -177,6 +177,9 @@ def run_audit(options: AuditOptions, checkpoint: Checkpoint | None = None) -> Au
     _clamp_context(options, shape)
     kv = bytemodel.kv_bytes_per_token(shape, options.context, kv_bytes)
     state = float(bytemodel.state_bytes_per_token(shape))
+    if weights + kv + state <= 0:
+        raise AuditError(f"{checkpoint.folder}: a decoded token reads 0 bytes ({len(checkpoint.tensors)} tensors, none a decoder "
+                         f"weight read per token; {shape.layers} layers in config.json): no ceiling to put on it")
     bandwidth, source, gpu = _bandwidth(options)
     disagreements = [d for q in quant for d in cross_check(modules, q)]
     audit = Audit(checkpoint.folder, shape, quant, groups, weights, kv, state, kv_name, kv_bytes,

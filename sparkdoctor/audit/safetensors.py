@@ -124,8 +124,9 @@ def read_header(path: Path) -> ShardHeader:
             if len(head) < 8:
                 raise AuditError(f"{where}: not a safetensors file: {size} bytes, shorter than the 8-byte header length")
             length = int.from_bytes(head, "little")
-            if length > MAX_HEADER:
-                raise AuditError(f"{where}: header length {length} is over the format's limit of {MAX_HEADER} bytes (not a safetensors file, or a corrupt one)")
+            if length > MAX_HEADER:  # the number is not shown: these 8 bytes may be a linked file's text (a password)
+                raise AuditError(f"{where}: its first 8 bytes, read as the header length, are over the format's limit of "
+                                 f"{MAX_HEADER:,} bytes (not a safetensors file, or a corrupt one)")
             if length > size - 8:
                 raise AuditError(f"{where}: header length {length} runs past the end of the file ({size} bytes): the file is truncated or not safetensors")
             raw = handle.read(length)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor.audit import AuditOptions, run_audit
+from sparkdoctor.audit.checkpoint import load_checkpoint
 from sparkdoctor.audit.locate import resolve_model
 from sparkdoctor.audit.safetensors import read_header
 from tests.audit import builders
@@ -231,3 +232,35 @@ def test_three_bit_gptq_counts_32_weights_per_3_words(tmp_path):
     folder = builders.write_checkpoint(tmp_path / "m", config, entries)
     mlp = next(g for g in run_audit(AuditOptions(str(folder), gpu="gb10", context=0)).groups if g.key == "mlp")
     assert list(mlp.formats) == ["INT3 GPTQ g128"] and mlp.params == 256 * 128  # not 256 * 3 // 32 * 128 * (32 // 3)
+
+
+# ---- folders as an attacker lays them out ----------------------------------------------------------------
+def test_a_checkpoint_whose_decoding_reads_no_byte_is_refused_in_one_line(tmp_path):
+    """No decoder layer and one empty tensor: 0 bytes a token. The ceiling divided by it: an internal error."""
+    folder = tmp_path / "m"
+    builders.write_checkpoint(folder, {**TINY, "num_hidden_layers": 0}, [("x", "BF16", [0])])
+    refused(cli(folder, "--gpu", "gb10"), "reads 0 bytes", "no ceiling")
+
+
+def test_a_shard_linked_to_a_file_outside_does_not_show_its_bytes(tmp_path):
+    """A shard that is a link to another file (a secret) is read for its 8-byte length: the number printed was
+    those 8 bytes (`root:x:0` as 3475222254926655346 for /etc/passwd)."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hunter2-is-my-password\n")
+    folder = tiny(tmp_path / "m")
+    (folder / "model.safetensors").unlink()
+    (folder / "model.safetensors").symlink_to(secret)
+    message = one_line(lambda: run_audit(AuditOptions(str(folder), gpu="gb10")), "over the format's limit")
+    assert str(int.from_bytes(b"hunter2-", "little")) not in message
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_shard_the_index_names_that_is_no_file_is_named_for_what_it_is(tmp_path, kind):
+    """The index names a FIFO or a link to /dev/zero: "not in the folder (an incomplete download?)" sent the user to
+    download again a file that is there."""
+    folder = tiny(tmp_path / "m", shard_bytes=20_000)
+    shard = folder / "model-00002-of-00004.safetensors"
+    shard.unlink()
+    os.mkfifo(shard) if kind == "fifo" else shard.symlink_to("/dev/zero")
+    message = one_line(lambda: load_checkpoint(folder), "not a regular file")
+    assert "incomplete download" not in message
