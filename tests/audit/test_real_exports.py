@@ -114,3 +114,24 @@ def test_fp8_fnuz_weights_are_fp8(tmp_path):
     folder = builders.write_checkpoint(tmp_path / "fnuz", cfg, builders.qwen3_dense(cfg, "modelopt-fp8-fnuz"))
     a = audit(folder, context=100)
     assert set(next(g for g in a.groups if g.key == "mlp").formats) == {"FP8 per-tensor"} and a.disagreements == []
+
+
+def test_mixed_precision_routed_experts_are_looked_up_as_vllm_looks_them_up():
+    """ModelOptMixedPrecisionConfig._resolve_quant_algo: a linear by its exact name; routed experts (one FusedMoE per
+    layer) by their `.experts` module, an entry under it, or any entry under its parent."""
+    from sparkdoctor.audit.quantconfig import read_quant_configs
+
+    p = "model.language_model.layers"
+    qc = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "quantized_layers": {
+        f"{p}.0.mlp.experts": {"quant_algo": "W4A16_NVFP4"}, f"{p}.1.mlp.shared_expert.gate_proj": {"quant_algo": "FP8"},
+        f"{p}.2.mlp.experts.7.up_proj": {"quant_algo": "NVFP4"}}}
+    (quant,) = read_quant_configs({"quantization_config": qc}, None)
+    covered = {m: quant.targets_module(m) for m in (
+        f"{p}.0.mlp.experts.5.gate_proj", f"{p}.0.mlp.experts.gate_up_proj", f"{p}.1.mlp.experts.3.down_proj",
+        f"{p}.1.mlp.shared_expert.gate_proj", f"{p}.1.mlp.shared_expert.up_proj", f"{p}.2.mlp.experts.0.gate_proj",
+        f"{p}.3.mlp.experts.0.gate_proj", f"{p}.0.mlp.gate")}
+    assert covered == {f"{p}.0.mlp.experts.5.gate_proj": True, f"{p}.0.mlp.experts.gate_up_proj": True,
+                       f"{p}.1.mlp.experts.3.down_proj": True, f"{p}.1.mlp.shared_expert.gate_proj": True,
+                       f"{p}.1.mlp.shared_expert.up_proj": False, f"{p}.2.mlp.experts.0.gate_proj": True,
+                       f"{p}.3.mlp.experts.0.gate_proj": False, f"{p}.0.mlp.gate": False}
+    assert quant.scheme == "MIXED_PRECISION (ModelOpt: 3 quantized_layers, FP8, NVFP4, W4A16_NVFP4)"
