@@ -5,7 +5,9 @@ builds the wrong layer: the config quantizes a module whose tensors are BF16 (th
 weights and scales; vLLM fails with a shape assertion — the MTP exclusion bug, where ModelOpt's
 `mtp.layers.0*` did not cover the BF16 `mtp.fc`), or the config excludes a module whose tensors are
 quantized (the loader reads packed bytes as BF16). Ignore entries that match no module are reported too:
-they often mean the list was written for another model or another naming.
+they often mean the list was written for another model or another naming. A compressed-tensors config whose
+targets name layers (not the `Linear` class) must match every linear with a target or an ignore entry: vLLM stops
+at one that neither matches (compressed_tensors/utils.py `find_matched_target`: "Unable to find matching target").
 
 Only linear layers are judged (norms, embeddings, 1-D parameters, encoders and routers are not: vLLM builds
 routers unquantized whatever the config says). For GPTQ/AWQ/FP8 checkpoints lm_head is never expected
@@ -21,11 +23,14 @@ from sparkdoctor.audit.bytemodel import Module
 from sparkdoctor.audit.quantconfig import QuantConfig, matches
 
 _JUDGED = {"attention", "mlp", "experts", "shared_experts", "mixer", "lm_head", "mtp", "other"}
+# the decoder's plain linear layers, which vLLM's compressed-tensors loader matches one by one (lm_head is no LinearBase,
+# routed experts are matched as one FusedMoE, an MTP head is built only with speculative decoding)
+_TARGETED = {"attention", "mlp", "shared_experts", "mixer"}
 
 
 @dataclass(frozen=True)
 class Disagreement:
-    kind: str  # stored-unquantized-not-excluded | excluded-but-quantized | stale-ignore-entry
+    kind: str  # stored-unquantized-not-excluded | excluded-but-quantized | matched-by-no-target | stale-ignore-entry
     module: str  # a module name, or the ignore entry for stale ones
     detail: str
     source: str
@@ -66,6 +71,11 @@ def cross_check(modules: list[Module], quant: QuantConfig) -> list[Disagreement]
             found.append(Disagreement("excluded-but-quantized", module.name,
                                       f"{quant.ignore_field} entry {hits[0]!r} excludes it, but its tensors are {module.format.name}",
                                       quant.source))
+        elif not hits and module.group in _TARGETED and quant.method == "compressed-tensors" and not quant.targets_module(module.name):
+            found.append(Disagreement("matched-by-no-target", module.name,
+                                      f"stored {module.format.name}, matched by no config_groups target and no {quant.ignore_field} "
+                                      f"entry: vLLM stops loading (\"Unable to find matching target for {module.name} in the "
+                                      "compressed-tensors config\"); name it in a target or in ignore", quant.source))
         elif not hits and not quantized and _expected_quantized(module, quant):
             found.append(Disagreement("stored-unquantized-not-excluded", module.name,
                                       f"stored {module.format.name}, but {quant.ignore_field} does not exclude it: a loader that trusts "

@@ -135,3 +135,21 @@ def test_mixed_precision_routed_experts_are_looked_up_as_vllm_looks_them_up():
                        f"{p}.1.mlp.shared_expert.up_proj": False, f"{p}.2.mlp.experts.0.gate_proj": True,
                        f"{p}.3.mlp.experts.0.gate_proj": False, f"{p}.0.mlp.gate": False}
     assert quant.scheme == "MIXED_PRECISION (ModelOpt: 3 quantized_layers, FP8, NVFP4, W4A16_NVFP4)"
+
+
+def test_a_linear_no_compressed_tensors_target_or_ignore_entry_matches_is_named(tmp_path):
+    """vLLM's compressed-tensors loader needs every linear matched by a group's target or an ignore entry, else it stops:
+    "Unable to find matching target for model.layers.0.self_attn.q_proj in the compressed-tensors config". A recipe
+    that quantizes only the MLP (`targets: re:.*mlp\\.(gate|up|down)_proj$`) and forgets to ignore attention wrote
+    such a checkpoint; the audit said nothing (exit 0)."""
+    cfg = qwen3(2)
+    mlp = r"re:.*mlp\.(gate|up|down)_proj$"
+    cfg["quantization_config"] = {"config_groups": {"group_0": {"input_activations": NVFP4, "weights": NVFP4, "targets": [mlp]}},
+                                  "format": "nvfp4-pack-quantized", "ignore": ["lm_head"], "quant_method": "compressed-tensors"}
+    entries = dense(cfg, lambda m: "nvfp4" if ".mlp." in m else "bf16")
+    a = audit(builders.write_checkpoint(tmp_path / "mlp-only", cfg, entries), context=100)
+    assert {(d.kind, d.module, d.count) for d in a.disagreements} == {
+        ("matched-by-no-target", f"model.layers.N.self_attn.{p}", 2) for p in ("q_proj", "k_proj", "v_proj", "o_proj")}
+    assert "Unable to find matching target" in a.disagreements[0].detail
+    cfg["quantization_config"]["ignore"].append(r"re:.*self_attn\..*")  # the fix: attention named in ignore
+    assert audit(builders.write_checkpoint(tmp_path / "fixed", cfg, entries), context=100).disagreements == []
