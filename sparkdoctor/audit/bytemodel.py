@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from sparkdoctor.audit.checkpoint import Checkpoint
-from sparkdoctor.audit.formats import Format, classify
+from sparkdoctor.audit.formats import UNQUANTIZED, Format, classify
 from sparkdoctor.audit.modelconfig import ModelShape
 from sparkdoctor.audit.modules import GROUPS, group_of, split_name
 from sparkdoctor.audit.safetensors import TensorInfo
@@ -56,12 +56,19 @@ class GroupRow:
 
 
 def modules_of(checkpoint: Checkpoint, shape: ModelShape, bits: int) -> list[Module]:
+    """The checkpoint's modules; with `shape.cast_from` (a float32 checkpoint served in 16 bits), an unquantized module's
+    floating-point tensors count at the served width, as vLLM loads them."""
     grouped: dict[str, dict[str, TensorInfo]] = defaultdict(dict)
     for tensor in checkpoint.tensors.values():
         module, role = split_name(tensor.name, len(tensor.shape))
         grouped[module][role] = tensor
-    return [Module(name, group_of(name, shape.layers), tensors, classify(tensors, bits), sum(t.nbytes for t in tensors.values()))
-            for name, tensors in sorted(grouped.items())]
+    modules = []
+    for name, tensors in sorted(grouped.items()):
+        fmt = classify(tensors, bits)
+        cast = shape.cast_from is not None and not fmt.quantized
+        nbytes = sum(t.numel * shape.dtype_bytes if cast and t.dtype in UNQUANTIZED else t.nbytes for t in tensors.values())
+        modules.append(Module(name, group_of(name, shape.layers), tensors, fmt, nbytes))
+    return modules
 
 
 def expert_fraction(shape: ModelShape, batch: int = 1) -> float:

@@ -30,7 +30,7 @@ class ModelShape:
     head_dim: int
     vocab: int | None
     tied_embeddings: bool
-    dtype_bytes: int  # the model's own dtype (what "auto" KV cache means)
+    dtype_bytes: int  # the model's own dtype (what "auto" KV cache means; with served=True, the width vLLM serves it in)
     max_position: int | None
     experts: int = 0  # routed experts per MoE layer (E)
     experts_per_token: int = 0  # top-k
@@ -40,6 +40,7 @@ class ModelShape:
     sliding_window: int | None = None
     kv_latent: int | None = None  # MLA: kv_lora_rank + qk_rope_head_dim cached per token per layer
     state_bytes_per_layer: int = 0  # recurrent state a linear/mamba layer reads per decoded token
+    cast_from: int | None = None  # served=True: the config's float32 width, cast to dtype_bytes by vLLM's --dtype auto
 
     def count(self, kind: str) -> int:
         return self.layer_kinds.count(kind)
@@ -79,7 +80,9 @@ def _int(cfg: Mapping[str, object], where: str, *names: str, maximum: int = MAX_
     return value
 
 
-def read_shape(config: Mapping[str, object], path: Path) -> ModelShape:
+def read_shape(config: Mapping[str, object], path: Path, served: bool = False) -> ModelShape:
+    """The shape config.json describes; `served`: at the dtype `vllm serve --dtype auto` runs it in (a float32
+    checkpoint in bfloat16: vllm/config/model.py _resolve_auto_dtype), which is what a decoded token reads."""
     where = str(path)
     text = config.get("text_config")
     cfg = {**config, **text} if isinstance(text, dict) and text else config
@@ -104,6 +107,8 @@ def read_shape(config: Mapping[str, object], path: Path) -> ModelShape:
         mtp_layers=_count(cfg, where, "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0),
         sliding_window=_int(cfg, where, "sliding_window"),
     )
+    if served and shape.dtype_bytes == 4:
+        shape.cast_from, shape.dtype_bytes = 4, 2
     if shape.experts and not shape.experts_per_token:
         raise AuditError(f"{where}: {shape.experts} experts but no num_experts_per_tok: cannot say how many a token reads")
     if cfg.get("shared_expert_intermediate_size") and not shape.shared_experts:

@@ -166,7 +166,10 @@ def run_audit(options: AuditOptions, checkpoint: Checkpoint | None = None) -> Au
     _check_options(options)
     if checkpoint is None:
         checkpoint = load_checkpoint(resolve_model(options.model))
-    shape = read_shape(checkpoint.config, checkpoint.folder / "config.json")
+    shape = read_shape(checkpoint.config, checkpoint.folder / "config.json", served=True)
+    if shape.cast_from:
+        options.notes.append("config.json's torch_dtype is float32: vLLM's --dtype auto serves it in bfloat16, so its "
+                             "float32 weights and the KV cache are counted at 2 bytes a value (--dtype float32 would double them)")
     quant = read_quant_configs(checkpoint.config, read_json(checkpoint.folder / "hf_quant_config.json", required=False))
     bits = next((q.bits for q in quant if q.method in ("gptq", "awq", "compressed-tensors")), 4)
     modules = bytemodel.modules_of(checkpoint, shape, bits)

@@ -153,3 +153,17 @@ def test_a_linear_no_compressed_tensors_target_or_ignore_entry_matches_is_named(
     assert "Unable to find matching target" in a.disagreements[0].detail
     cfg["quantization_config"]["ignore"].append(r"re:.*self_attn\..*")  # the fix: attention named in ignore
     assert audit(builders.write_checkpoint(tmp_path / "fixed", cfg, entries), context=100).disagreements == []
+
+
+def test_a_float32_checkpoint_is_sized_as_vllm_serves_it_in_bfloat16(tmp_path):
+    """A fine-tune saved in float32 (`torch_dtype: float32`, F32 tensors): vLLM's `--dtype auto` serves it in bfloat16
+    (config/model.py _resolve_auto_dtype), as `memory` already counts it. The audit read 4 bytes a weight and 4 bytes
+    a KV value: half the ceiling, twice the memory, and "does not fit" for a model that loads."""
+    cfg = qwen3(2)
+    entries = builders.qwen3_dense(cfg, "bf16")
+    bf16 = audit(builders.write_checkpoint(tmp_path / "bf16", cfg, entries), context=1024)
+    cfg32 = {**cfg, "torch_dtype": "float32"}
+    f32 = audit(builders.write_checkpoint(tmp_path / "f32", cfg32, [(n, "F32", s) for n, _, s in entries]), context=1024)
+    assert (f32.weights_per_token, f32.kv_per_token, f32.fit.weights) == (bf16.weights_per_token, bf16.kv_per_token, bf16.fit.weights)
+    assert any("bfloat16" in note and "float32" in note for note in f32.options.notes), f32.options.notes
+    assert f32.bytes_on_disk > 1.9 * bf16.bytes_on_disk  # the files are what they are
