@@ -112,7 +112,7 @@ def test_a_backtracking_ignore_pattern_of_the_checkpoint_is_stopped_by_the_time_
                                               "config_groups": {}}}
     entries = [(f"model.layers.0.mlp.{'a' * 60}b.weight", "BF16", [4, 4]), ("lm_head.weight", "BF16", [100, 64])]
     folder = builders.write_checkpoint(tmp_path / "m", config, entries)
-    p = cli(folder, "--gpu", "gb10", "--timeout", "3", timeout=60)
+    p = cli(folder, "--gpu", "gb10", "--timeout", "120", timeout=300)
     refused(p, "the checkpoint's ignore pattern 're:.*(a|aa)+$' could not be matched against "
                f"'model.layers.0.mlp.{'a' * 60}b' within 0.25 s")
 
