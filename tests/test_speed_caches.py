@@ -81,12 +81,19 @@ def test_unreadable_or_foreign_cache_file_is_ignored(own_matrix, cache):
     assert [e.id for e in load().entries] == [e.id for e in first.entries]
 
 
-def test_probe_keeps_its_compiled_modules_in_our_cache_only(tmp_path, cache):
+def test_probe_keeps_its_compiled_modules_in_our_cache_only(tmp_path, cache, monkeypatch):
     """The probe runs with -B: nothing lands in the probe folder or the target; with our cache
-    dir named, its modules are compiled once into cache/pycache and read from there after."""
+    dir named, its modules are compiled once into cache/pycache and read from there after. The probe runs from
+    a copy of probes/ that only this test sees: tests elsewhere import probe modules in-process (and write their
+    __pycache__ into the checkout's probes/) while this one runs."""
+    from sparkdoctor.targets import early
+
     target = PythonTarget(sys.executable, "--python")
-    probes = locations.data_dir("probes")
-    before = {p for p in probes.rglob("__pycache__")}
+    probes = tmp_path / "probes"
+    shutil.copytree(locations.data_dir("probes"), probes, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(early, "probes_folder", lambda: str(probes))
+    monkeypatch.setattr(target_probe, "probe_entry", lambda name: probes / name / "__main__.py")
+    before: set[Path] = set()
     for _ in range(2):
         early = target_probe.prestart(target, cache, use_cache=True)
         result = early.running.result(120)
