@@ -268,3 +268,16 @@ def test_a_container_that_reads_as_an_option_is_refused(tmp_path, fmt, text):
     so the launch went no further): an image name never starts with "-"."""
     with pytest.raises(RecipeError, match="is not an image name"):
         recipes.load(write(tmp_path, f"{fmt}.yaml", text))
+
+
+def test_a_control_character_in_a_value_keeps_the_recipe_table_in_its_columns(tmp_path):
+    """An ESC or NUL in a third-party recipe's value prints escaped (`\\x1b`, 4 characters), but the table was laid out
+    for the raw character (width 0): the value ran into the `from` column and that column was cut short."""
+    path = write(tmp_path, "r.yaml", 'recipe_version: "2"\nmodel: "m\\e[31mred"\ncommand: vllm serve {model}\n'
+                                     'env:\n  A: "\\e[2J\\ax"\n  B: plain\n')
+    out = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "show", str(path)], capture_output=True,
+                         text=True, env={**os.environ, "COLUMNS": "200"}, timeout=60).stdout
+    assert "\x1b" not in out and "\x00" not in out
+    rows = {line.split()[0] + " " + line.split()[1]: line for line in out.splitlines() if line.startswith(("env ", "model "))}
+    assert rows["env A"].index(" env", 10) == rows["env B"].index(" env", 10) == rows["model m\\x1b[31mred"].index(" model field")
+    assert rows["env A"].split()[2] == "\\x1b[2J\\x07x"
