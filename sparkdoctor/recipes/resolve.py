@@ -141,6 +141,29 @@ def shell_operator(line: str) -> str | None:
             return repr(token)
         if not token.startswith("'") and ("$(" in token or "`" in token):
             return "'$('" if "$(" in token else "'`'"
+    found = expansion(line)
+    return repr(found) if found else None
+
+
+EXPANSION = re.compile(r"\$(?:\{[^}]*\}?|[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])")
+
+
+def expansion(line: str) -> str | None:
+    """The first parameter expansion (`$NAME`, `${NAME:-x}`, `$1`) outside single quotes and not escaped: the runner's
+    shell puts a value there, and a program started without one gets the `$` text as written."""
+    quote, i = "", 0
+    while i < len(line):
+        c = line[i]
+        if quote == "'":
+            quote = "" if c == "'" else quote
+        elif c == "\\":
+            i += 2
+            continue
+        elif c in "'\"" and quote in ("", c):
+            quote = "" if quote else c
+        elif c == "$" and (m := EXPANSION.match(line, i)):
+            return m.group(0)
+        i += 1
     return None
 
 

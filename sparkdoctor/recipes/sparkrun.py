@@ -103,6 +103,7 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
     variant = runtime_variant(runtime, config, command)
     if command:
         text, unresolved = resolve.substitute_lenient(command, params, f"{where}: field 'command'")
+        unresolved = {u for u in unresolved if re.search(r"(?<!\$)\{" + u + r"\}", text)}  # `${NAME}`: its shell's to fill
         if unresolved:
             warnings.append(f"{path.name}: placeholders left as written (no value for them): "
                             + ", ".join("{" + u + "}" for u in sorted(unresolved)))

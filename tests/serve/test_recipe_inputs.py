@@ -201,6 +201,10 @@ EUGR = 'recipe_version: "1"\nname: r\ncontainer: c\ndefaults:\n  port: 8000\ncom
     # bash: the comment swallows its line's backslash, so the line break ends `vllm serve m` and `--port` runs alone
     ("vllm serve m \\\n  # --enforce-eager \\\n  --port {port}", "a second line"),
     ("vllm serve m --hf-overrides '{{\n  \"a\": 1\n  }}'\n  --port {port}", "a second line"),  # the break after the quote
+    # a parameter expansion: the runner's shell puts the value in; started without one, vLLM got `${HF_HOME}/hub`
+    ("vllm serve m --port {port} --download-dir ${{HF_HOME}}/hub", "'${HF_HOME}'"),
+    ('vllm serve m --port {port} --served-model-name "$USER-model"', "'$USER'"),
+    ("vllm serve m --port {port} --served-model-name 'it'\\''s' $1", "'$1'"),
 ])
 def test_a_command_only_a_shell_runs_is_read_and_bench_refuses_to_launch_it(tmp_path, command, operator):
     """sparkdoctor runs argv, never a shell: split as argv, `pip install x && vllm serve m` ran pip with the
@@ -226,6 +230,8 @@ def test_a_command_only_a_shell_runs_is_read_and_bench_refuses_to_launch_it(tmp_
     "vllm serve m --port {port} --hf-overrides '{{\"rope_scaling\": {{\"factor\": 4}}}}'",
     "# a comment line before the command\n  vllm serve m \\\n  --port {port}  # a comment after it",
     "vllm serve m \\\n  --hf-overrides '{{\n    \"rope_scaling\": {{\"factor\": 4}}\n  }}' \\\n  --port {port}",
+    "vllm serve m --port {port} --served-model-name '$USER' --chat-template-content-format \\$x --x \"it's\" 'a\"$b'",
+    "vllm serve m --port {port} --served-model-name price-in-$ --x 'c\"d' --y US$",
 ])
 def test_quoted_operators_are_arguments(tmp_path, command):
     recipe = recipes.load(write(tmp_path, "r.yaml", EUGR.format(command)))

@@ -119,6 +119,19 @@ def test_sparkrun_injects_model_substitutes_iteratively_and_keeps_unknown_placeh
     assert r.extras["metadata"]["quant_bits"] == 4 and r.description.startswith("Qwen3.6")
 
 
+def test_a_shell_expansion_in_a_sparkrun_command_is_not_a_placeholder_left_as_written(tmp_path):
+    """A real recipe (mfellner/sparkrun-recipes, deepseek-v4-flash-0731-dspark-dual-spark-1m.yaml) writes
+    `export VLLM_HOST_IP="${NODE_IP}"` before `exec vllm serve`: its shell fills `${NODE_IP}`, and sparkrun (which has
+    no NODE_IP default) leaves the braces to it. Reported as a sparkrun placeholder with no value, it sent the reader
+    looking for a missing default; it is what makes the line a shell line, which is said instead."""
+    path = write(tmp_path, "v2.yaml", 'model: org/m\ndefaults: {port: 8000}\ncommand: |\n  export VLLM_HOST_IP="${NODE_IP}";\n'
+                                      "  exec vllm serve {model} --port {port} --download-dir ${HF_HOME:-/x} --tool-call-parser {tool_parser}\n")
+    r = recipes.load(path)
+    left = [w for w in r.warnings if "placeholders left as written" in w]
+    assert len(left) == 1 and left[0].endswith("(no value for them): {tool_parser}"), r.warnings
+    assert r.shell == "';'" and "--download-dir" in r.argv
+
+
 def test_sparkrun_doubled_braces_collapse_and_unknown_defaults_are_dropped(tmp_path):
     path = write(tmp_path, "v2.yaml", "model: org/m\ndefaults: {port: 8000, lm_head_dtype: bf16}\n")
     r = recipes.load(path)
