@@ -4,6 +4,7 @@ from their repositories (tests/data/recipes) and on small bad ones. Fast: no ser
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -159,6 +160,21 @@ def test_sparkrun_needs_a_model(tmp_path):
     path = write(tmp_path, "nomodel.yaml", "runtime: vllm\ndefaults: {port: 8000}\n")
     with pytest.raises(RecipeError, match=r"nomodel.yaml: required field 'model' is missing"):
         recipes.load(path)
+
+
+@pytest.mark.parametrize("text, said", [
+    # spark-arena/recipe-registry .sparkrun/registry.yaml (307578001460733fcb9335d0e84f8d3e38e40552), its head
+    ("registries:\n  - name: official\n    recipes: official-recipes\n    benchmarks: benchmarking\n",
+     "a sparkrun registry index (its `registries:` list the folders that hold recipes), not a recipe"),
+    # styles01/sparkrun-recipes benchmarking/qwen-122b-3lane-256k.yaml (5af316e1064c03ee5f82b2c698ed3436f6366a31), its head
+    ("framework: llama-benchy\nmetadata:\n  description: Qwen 122B 3-lane 256K benchmark profile\nargs:\n  pp: [2048]\n  tg: [128]\n",
+     "a sparkrun benchmark profile (`framework: llama-benchy`), not a recipe"),
+])
+def test_a_registry_or_benchmark_file_of_a_recipe_repository_is_named_for_what_it_is(tmp_path, text, said):
+    """A new user who clones a recipe registry and names the first YAML file in it was told "required field 'model' is
+    missing (sparkrun recipes name the model they serve)", as if the recipe were broken."""
+    with pytest.raises(RecipeError, match=rf"^{tmp_path}/f.yaml: {re.escape(said)}; name a recipe file"):
+        recipes.load(write(tmp_path, "f.yaml", text))
 
 
 def test_bad_yaml_names_file_and_line(tmp_path):
