@@ -183,6 +183,13 @@ def test_missing_and_absent_facts_are_not_the_same(tmp_path):
     (["/opt/venv/bin/sglang", "serve", "--model-path", "m"], "SGLang"),
     (["trtllm-serve", "m", "--tp_size", "2"], "TensorRT-LLM"),
     (["vllm", "serve", "/models/sglang", "--gpu-memory-utilization", "0.95"], None),  # a model named so is still vLLM
+    # eugr/spark-vllm-docker recipes/flux2-dev-torchao-nvfp4.yaml (074472cf): a diffusers server started by uvicorn
+    (["uvicorn", "server:app", "--host", "0.0.0.0", "--port", "8000"], "uvicorn"),
+    (["python3", "-m", "llama_cpp.server", "--model", "m.gguf"], "llama_cpp.server"),
+    (["/usr/local/bin/llama-server", "-m", "m.gguf", "--port", "8000"], "llama-server"),
+    (["numactl", "--interleave=all", "vllm", "serve", "m"], None),  # a launcher's flag before vLLM's own command
+    (["export", "PATH=/x;", "exec", "/usr/local/bin/vllm", "serve", "m"], None),
+    (["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"], None),
 ])
 def test_serving_judges_vllm_flags_only_on_a_vllm_launch(tmp_path, argv, engine):
     """An SGLang recipe leaves --gpu-memory-utilization unset, which vLLM would default to 0.9: that default says nothing
