@@ -38,7 +38,8 @@ def render_console(recipe: Recipe, console: Console) -> None:
     table.add_column("value", overflow="fold")
     table.add_column("from", style="dim", overflow="fold")
     src = recipe.sources
-    table.add_row("model", e(recipe.model or "-"), e(src.get("param:model", "the command")))
+    from_param = recipe.model is not None and recipe.model == recipe.params.get("model")  # else the command names its own
+    table.add_row("model", e(recipe.model or "-"), e(src.get("param:model", "the command") if from_param else "the command"))
     table.add_row("served model name", e(recipe.served_model_name or "-"), e(src.get("param:served_model_name", "the command, else the model")))
     table.add_row("host, port", e(f"{recipe.host or '-'}, {recipe.port or '-'}"),
                   "launcher: 127.0.0.1, a free port")

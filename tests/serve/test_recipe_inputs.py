@@ -4,6 +4,7 @@ runners that read these recipes use it. Each case here was an internal error or 
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -287,3 +288,22 @@ def test_a_control_character_in_a_value_keeps_the_recipe_table_in_its_columns(tm
     rows = {line.split()[0] + " " + line.split()[1]: line for line in out.splitlines() if line.startswith(("env ", "model "))}
     assert rows["env A"].index(" env", 10) == rows["env B"].index(" env", 10) == rows["model m\\x1b[31mred"].index(" model field")
     assert rows["env A"].split()[2] == "\\x1b[2J\\x07x"
+
+
+def test_a_model_the_command_names_itself_is_shown_as_the_commands(tmp_path):
+    """A real sparkrun recipe (mfellner/sparkrun-recipes, glm-5.2-nvfp4-aqlm-triple-dgx-spark-vision-348k.yaml) serves a
+    snapshot folder its command names, not its `model:` hub id: the folder was shown as coming from the model field."""
+    from rich.console import Console
+
+    from sparkdoctor.views.recipe import render_console
+
+    recipe = recipes.load(REPO / "tests" / "data" / "recipes" / "mfellner-glm-5.2-vision-348k.yaml")
+    assert recipe.model is not None and recipe.model.startswith("/cache/huggingface/hub/") and recipe.params["model"] != recipe.model
+    console = Console(file=io.StringIO(), width=400)
+    render_console(recipe, console)
+    row = next(line for line in console.file.getvalue().splitlines() if line.startswith("model "))
+    assert row.split()[1:] == [recipe.model, "the", "command"]
+    plain = recipes.load(write(tmp_path, "r.yaml", 'recipe_version: "2"\nmodel: org/m\ncommand: vllm serve {model}\n'))
+    console = Console(file=io.StringIO(), width=400)
+    render_console(plain, console)
+    assert any(line.startswith("model ") and "model field (always injected)" in line for line in console.file.getvalue().splitlines())
