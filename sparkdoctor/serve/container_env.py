@@ -1,4 +1,6 @@
-"""A recipe's env for its container: what the container CLI's own environment gets, and its `-e` arguments.
+"""What of a recipe reaches its container: its env (the container CLI's own environment and its `-e` arguments), and
+whether its model folder holds a model (only such a folder is mounted: `model: /` or `~` would put this machine's
+files into a third-party image's container, on the host's network).
 
 The CLI runs on this machine; the recipe's env is meant for the container. Passed by name (`-e NAME`), a value comes
 from the CLI's own environment and never shows in a process list, but it is then the CLI's too: a recipe's PATH,
@@ -7,6 +9,8 @@ machine's own.
 """
 
 from __future__ import annotations
+
+import os
 
 from sparkdoctor.targets.early import loads_code
 
@@ -40,3 +44,23 @@ def container_env(recipe_env: dict[str, str], base: dict[str, str]) -> tuple[dic
             cli_env[name] = wanted[name]
             args.append(name)
     return cli_env, args
+
+
+WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msgpack", ".safetensors.index.json")
+
+
+def holds_model(folder: str, limit: int = 10_000) -> bool:
+    """Whether `folder` holds a model: a config.json or params.json, and a weights file (names only, links not followed;
+    at most `limit` entries read)."""
+    names: set[str] = set()
+    weights = False
+    try:
+        with os.scandir(folder) as entries:
+            for n, entry in enumerate(entries):
+                if n >= limit:
+                    break
+                names.add(entry.name)
+                weights = weights or entry.name.endswith(WEIGHTS)
+    except OSError:
+        return False
+    return weights and bool(names & {"config.json", "params.json"})

@@ -33,7 +33,7 @@ from sparkdoctor.errors import BenchFailure
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.serve import binding, registry
 from sparkdoctor.serve.binding import LOCALHOST, rebind
-from sparkdoctor.serve.container_env import container_env
+from sparkdoctor.serve.container_env import container_env, holds_model
 from sparkdoctor.serve.logpump import LogPump
 from sparkdoctor.serve.supervisor import start_time
 from sparkdoctor.targets.container_inspect import container_cli, image_facts
@@ -126,6 +126,10 @@ def model_mount(model: str | None) -> tuple[str, str, str] | None:
         return None
     path = os.path.expanduser(model)
     if os.path.isabs(path) and os.path.isdir(path):
+        if not holds_model(path):  # `model: /` or `~` would put this machine's files into a third-party image's container
+            raise ContainerLaunchError(f"model folder {path!r}: it holds no model (a config.json and weights: "
+                                       "*.safetensors, *.bin, *.gguf, ...); only a model's folder is mounted into the "
+                                       "recipe's container")
         if ":" in path:  # `-v SRC:DST:MODE` cannot carry it; the runtime's own refusal did not say why
             raise ContainerLaunchError(f"model folder {path!r}: a ':' in its path cannot be mounted with `-v`; link "
                                        "the folder from a path without one and name that")

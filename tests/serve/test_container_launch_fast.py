@@ -51,13 +51,34 @@ def test_extra_mounts_parse_and_bad_ones_are_one_line(tmp_path, monkeypatch):
 
 
 def test_the_model_folder_is_mounted_only_when_it_is_a_local_folder(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(b"")
     assert cl.model_mount(str(tmp_path)) == (str(tmp_path), str(tmp_path), "ro")
     assert cl.model_mount("Qwen/Qwen3-0.6B") is None and cl.model_mount(str(tmp_path / "missing")) is None
     assert cl.model_mount(None) is None
     colon = tmp_path / "Qwen3:8B"
     colon.mkdir()
+    (colon / "config.json").write_text("{}")
+    (colon / "model-00001-of-00002.safetensors").write_bytes(b"")
     with pytest.raises(cl.ContainerLaunchError, match=r"^model folder '.*Qwen3:8B': a ':' in its path cannot be mounted"):
         cl.model_mount(str(colon))
+
+
+@pytest.mark.parametrize("model", ["/", "~", "~/.docker", "{home}/.docker", "{home}/models/m/../../.ssh", "/etc", "/proc"])
+def test_a_model_folder_that_holds_no_model_is_never_mounted_into_the_container(tmp_path, monkeypatch, model):
+    """The recipe's model, when a local folder, is mounted into its container, whose image runs the third-party code the
+    container is there to keep apart, on the host's network. `model: /` or `model: ~` mounted this machine's whole file
+    system or the user's home (~/.ssh with it); `~/.docker` has a config.json and holds registry credentials. A folder
+    is mounted only when it holds a model: a config.json (or params.json) and weights."""
+    home = tmp_path / "home"
+    (home / ".docker").mkdir(parents=True)
+    (home / ".docker" / "config.json").write_text('{"auths": {}}')
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("key")
+    (home / "models" / "m").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    with pytest.raises(cl.ContainerLaunchError, match=r"^model folder '.*': it holds no model \(a config.json and "):
+        cl.model_mount(model.format(home=home))
 
 
 def test_owner_of_a_leftover_alive_gone_or_not_ours_to_judge():
