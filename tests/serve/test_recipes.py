@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -312,6 +313,24 @@ def test_eugr_format_spec_of_a_huge_width_is_refused(tmp_path):
                                        "command: vllm serve m --port {port:>2000000000}\n")
     with pytest.raises(RecipeError, match=r"wide.yaml: field 'command': format spec '>2000000000'"):
         recipes.load(path)
+
+
+@pytest.mark.parametrize("name, text", [
+    # a width given by a nested field (`{port:{w}}`, str.format resolves it first): 100 MB from one placeholder
+    ("nested.yaml", 'recipe_version: "1"\nname: x\ncontainer: c\ndefaults: {port: 1, w: 99999999}\n'
+                    "command: vllm serve m --port {port:{w}}{port:{w}}{port:{w}}\n"),
+    # widths under the limit, many of them: a 160 KB recipe was 200 MB of command (120 s, 1.4 GB, then the time limit)
+    ("many.yaml", 'recipe_version: "1"\nname: x\ncontainer: c\ndefaults: {a: x}\ncommand: "vllm serve m '
+                  + "{a:9999}" * 20_000 + '"\n'),
+    # the same spread over argv elements and env values of sparkdoctor's format, each formatted on its own
+    ("many.toml", 'model = "m"\ncommand = ["vllm", "serve", ' + ", ".join(['"{model:9999}"'] * 20_000) + "]\n"),
+    ("env.toml", 'model = "m"\ncommand = ["vllm", "serve"]\n[env]\n' + "".join(f'E{i} = "{{model:9999}}"\n' for i in range(20_000))),
+])
+def test_templates_that_expand_past_a_mebibyte_are_refused_at_once(tmp_path, name, text):
+    started = time.process_time()
+    with pytest.raises(RecipeError, match=rf"^{tmp_path}/{name}: .*(the templates expand past 1 MiB|asks for a width of 10,000)"):
+        recipes.load(write(tmp_path, name, text))
+    assert time.process_time() - started < 10
 
 
 def test_a_yaml_alias_bomb_is_refused(tmp_path):
