@@ -7,6 +7,7 @@ local builds (+cu130) and pre-releases the way pip does.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -183,6 +184,13 @@ def test_missing_and_absent_facts_are_not_the_same(tmp_path):
     (["/opt/venv/bin/sglang", "serve", "--model-path", "m"], "SGLang"),
     (["trtllm-serve", "m", "--tp_size", "2"], "TensorRT-LLM"),
     (["vllm", "serve", "/models/sglang", "--gpu-memory-utilization", "0.95"], None),  # a model named so is still vLLM
+    # eugr/spark-vllm-docker recipes/flux2-dev-torchao-nvfp4.yaml (074472cf): a diffusers server started by uvicorn
+    (["uvicorn", "server:app", "--host", "0.0.0.0", "--port", "8000"], "uvicorn"),
+    (["python3", "-m", "llama_cpp.server", "--model", "m.gguf"], "llama_cpp.server"),
+    (["/usr/local/bin/llama-server", "-m", "m.gguf", "--port", "8000"], "llama-server"),
+    (["numactl", "--interleave=all", "vllm", "serve", "m"], None),  # a launcher's flag before vLLM's own command
+    (["export", "PATH=/x;", "exec", "/usr/local/bin/vllm", "serve", "m"], None),
+    (["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"], None),
 ])
 def test_serving_judges_vllm_flags_only_on_a_vllm_launch(tmp_path, argv, engine):
     """An SGLang recipe leaves --gpu-memory-utilization unset, which vLLM would default to 0.9: that default says nothing
@@ -586,3 +594,16 @@ def test_matrix_validate_prints_one_line_and_no_python_warning_for_a_nested_set(
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and not p.stdout
     assert p.stderr.count("\n") == 1 and "Warning" not in p.stderr and "nested set" in p.stderr, p.stderr
+
+
+def test_recipe_check_of_a_real_recipe_that_runs_no_vllm_judges_no_vllm_default(tmp_path):
+    """eugr's FLUX.2 recipe (tests/data/recipes/eugr-flux2-dev-torchao-nvfp4.yaml) was told to lower a
+    --gpu-memory-utilization its uvicorn server does not have."""
+    import json
+
+    recipe = Path(__file__).parent / "data" / "recipes" / "eugr-flux2-dev-torchao-nvfp4.yaml"
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "check", str(recipe), "--python", sys.executable,
+                        "-f", "json"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "SPARKDOCTOR_CACHE_DIR": str(tmp_path)})
+    findings = json.loads(p.stdout)["findings"]
+    assert not [f["id"] for f in findings if str(f["id"]).startswith(("vllm-", "unjudged:vllm-"))], findings

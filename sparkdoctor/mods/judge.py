@@ -75,7 +75,10 @@ def _unreadable(exc: OSError) -> None:
 def _judge_folder(folder: Path, tree: Tree, timeout: float | None) -> ModResult:
     members = []
     entries = 0
+    inside, out = Path(os.path.realpath(folder)), None
     for sub, dirs, names in os.walk(folder, onerror=_unreadable):  # links to folders are not followed
+        links = (Path(sub) / n for n in [*dirs, *names] if (Path(sub) / n).is_symlink())
+        out = out or next((link for link in links if not Path(os.path.realpath(link)).is_relative_to(inside)), None)
         members += [Path(sub) / n for n in names if (Path(sub) / n).is_file()]
         entries += len(dirs) + len(names)
         if len(members) > MAX_MOD_FILES:  # stop walking here: `/` or a home is no mod folder
@@ -83,6 +86,9 @@ def _judge_folder(folder: Path, tree: Tree, timeout: float | None) -> ModResult:
         if entries > MAX_MOD_ENTRIES:  # folders and links, which are no files, are copied into the sandbox too
             raise ModError(f"{folder}: more than {MAX_MOD_ENTRIES} files, folders and links; a mod folder that large "
                            "is not read")
+    if out is not None:  # `fix.patch -> ~/.ssh/id_ed25519`: read here, a dangling link in the sandbox's copy
+        raise ModError(f"{out}: a link to a place outside the mod folder ({os.path.realpath(out)}); a mod that reaches out of its "
+                       "folder is not read")
     members.sort()
     read = [p for p in members if p.suffix in DIFF_SUFFIXES + SCRIPT_SUFFIXES]
     if sum(_size(p) for p in read) > MAX_MOD_BYTES:  # 200 diffs of 32 MiB each held 6 GB while judged

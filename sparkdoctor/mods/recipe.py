@@ -6,6 +6,7 @@ run-recipe.sh runs; the recipe itself sits in recipes/); sparkrun recipes list p
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,8 +22,8 @@ from sparkdoctor.recipes.model import Recipe
 
 def locate(recipe: Recipe, written: str) -> Path | None:
     """Where a named mod is: beside the recipe, at the repository root above it, or in the working folder. A recipe
-    is third-party data: a mod it names by an absolute path, `~` or `..` (`/`, `~/.ssh`, `../../..`) is a ModError,
-    never walked, copied into the sandbox or run."""
+    is third-party data: a mod it names by an absolute path, `~` or `..` (`/`, `~/.ssh`, `../../..`), or by a link
+    that leads out of the folder it was found in, is a ModError, never walked, copied into the sandbox or run."""
     path = Path(written)
     if path.is_absolute() or written.startswith("~") or ".." in path.parts:
         raise ModError(f"{written}: a recipe names its mods inside its repository (mods/NAME); an absolute path, ~ or .. "
@@ -30,6 +31,10 @@ def locate(recipe: Recipe, written: str) -> Path | None:
     base = Path(recipe.source_path).resolve().parent if getattr(recipe, "source_path", None) else Path.cwd()
     for root in (base, base.parent, Path.cwd()):
         if (root / path).exists():
+            real = os.path.realpath(root / path)
+            if not Path(real).is_relative_to(os.path.realpath(root)):  # `ln -s ~/x mods/x` in a cloned repository
+                raise ModError(f"{written}: a link to a place outside the recipe's repository ({real}); a mod there is "
+                               "not judged")
             return root / path
     return None
 

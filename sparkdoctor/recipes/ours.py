@@ -79,15 +79,16 @@ def read(doc: dict[str, Any], path: Path, overrides: dict[str, str] | None) -> R
     sources.update({f"env:{k}": "env" for k in env})
     resolve.apply_overrides(params, env, sources, overrides, set(TOP_PARAMS), where)
 
-    argv = [resolve.format_strict(resolve.as_text(a), params, f"{where}: field 'command'[{i}]") for i, a in enumerate(command)]
-    env = {k: resolve.format_strict(v, params, f"{where}: field 'env.{k}'") for k, v in env.items()}
+    room = resolve.Room()  # one for every template of the file: each element is formatted on its own
+    argv = [resolve.format_strict(resolve.as_text(a), params, f"{where}: field 'command'[{i}]", room) for i, a in enumerate(command)]
+    env = {k: resolve.format_strict(v, params, f"{where}: field 'env.{k}'", room) for k, v in env.items()}
     host, port = resolve.bind_of(argv, params, where)
     model = params.get("model") or resolve.model_in(argv)
     served = flag_value(argv, "--served-model-name") or params.get("served_model_name") or model
     readiness = doc.get("readiness_path", DEFAULT_READINESS)
     if not readiness.startswith("/"):
         raise RecipeError(f"{where}: field 'readiness_path' must start with '/' (e.g. \"/health\")")
-    needs = [resolve.format_strict(n, params, f"{where}: field 'needs'") for n in _needs(doc.get("needs", []), where)]
+    needs = [resolve.format_strict(n, params, f"{where}: field 'needs'", room) for n in _needs(doc.get("needs", []), where)]
     warnings: list[str] = []
     workarounds = _workarounds(doc.get("workarounds", []), argv, env, where, path, warnings)
     return Recipe(

@@ -29,19 +29,49 @@ def as_text(value: object) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-def format_strict(template: str, params: dict[str, str], where: str) -> str:
-    """str.format(**params); RecipeError naming the missing key (and the ones there are) or the bad brace."""
+MAX_FORMATTED = 1024 * 1024  # characters a recipe's str.format templates may expand to, together
+
+
+class Room:
+    """What is left of MAX_FORMATTED for the templates of one recipe (a TOML recipe formats each argv element and env
+    value on its own: one Room for them all)."""
+
+    def __init__(self, left: int = MAX_FORMATTED):
+        self.left = left
+
+
+class _Measured(string.Formatter):
+    """str.format's fields, sized before any is built: a width of 10,000 or more (also one a nested field gives,
+    `{port:{w}}`) is refused, and so is the expansion past the recipe's Room, each field before it is built."""
+
+    def __init__(self, room: Room, where: str):
+        self.room, self.where = room, where
+
+    def format_field(self, value: object, format_spec: str) -> str:
+        if re.search(r"\d{5,}", format_spec):
+            raise RecipeError(f"{self.where}: format spec {format_spec!r} asks for a width of 10,000 characters or more")
+        text = format(value, format_spec)
+        self.room.left -= len(text)
+        if self.room.left < 0:
+            raise RecipeError(f"{self.where}: the templates expand past {MAX_FORMATTED // (1024 * 1024)} MiB (a command is "
+                              "a few KB; is a width repeated, `{key:9999}`?)")
+        return text  # a nested field's text is the spec of its outer one
+
+
+def format_strict(template: str, params: dict[str, str], where: str, room: Room | None = None) -> str:
+    """str.format(**params); RecipeError naming the missing key (and the ones there are), the bad brace, or an expansion
+    past the recipe's `room` (default: a Room of its own)."""
     try:
-        for _, _, spec, _ in string.Formatter().parse(template):
-            if spec and re.search(r"\d{5,}", spec):
-                raise RecipeError(f"{where}: format spec {spec!r} asks for a width of 10,000 characters or more")
+        _Measured(room or Room(), where).vformat(template, (), params)  # sized field by field: nothing large is built
         return template.format(**params)
+    except RecipeError:
+        raise
     except KeyError as exc:
         key = exc.args[0] if exc.args else "?"
         have = ", ".join(sorted(params)) or "none"
         raise RecipeError(f"{where}: missing parameter {{{key}}} (the recipe's parameters: {have}; "
                           "write a literal brace as {{ or }})") from None
-    except (IndexError, ValueError, AttributeError) as exc:
+    except (IndexError, ValueError, AttributeError, TypeError) as exc:
         raise RecipeError(f"{where}: bad template: {exc} (write a literal brace as {{{{ or }}}})") from None
 
 
@@ -141,6 +171,29 @@ def shell_operator(line: str) -> str | None:
             return repr(token)
         if not token.startswith("'") and ("$(" in token or "`" in token):
             return "'$('" if "$(" in token else "'`'"
+    found = expansion(line)
+    return repr(found) if found else None
+
+
+EXPANSION = re.compile(r"\$(?:\{[^}]*\}?|[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])")
+
+
+def expansion(line: str) -> str | None:
+    """The first parameter expansion (`$NAME`, `${NAME:-x}`, `$1`) outside single quotes and not escaped: the runner's
+    shell puts a value there, and a program started without one gets the `$` text as written."""
+    quote, i = "", 0
+    while i < len(line):
+        c = line[i]
+        if quote == "'":
+            quote = "" if c == "'" else quote
+        elif c == "\\":
+            i += 2
+            continue
+        elif c in "'\"" and quote in ("", c):
+            quote = "" if quote else c
+        elif c == "$" and (m := EXPANSION.match(line, i)):
+            return m.group(0)
+        i += 1
     return None
 
 

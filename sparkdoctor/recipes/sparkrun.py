@@ -78,6 +78,8 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
     warnings = [f"{path.name}: {d}" for d in duplicates]
     model = doc.get("model")
     if not isinstance(model, str) or not model.strip():
+        if other := _not_a_recipe(doc):
+            raise RecipeError(f"{where}: {other}, not a recipe; name a recipe file (a YAML file with `model:`)")
         raise RecipeError(f"{where}: required field 'model' is missing (sparkrun recipes name the model they serve)")
     runtime = str(doc.get("runtime") or "")
     params = resolve.string_map(doc.get("defaults"), where, "defaults")
@@ -103,6 +105,7 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
     variant = runtime_variant(runtime, config, command)
     if command:
         text, unresolved = resolve.substitute_lenient(command, params, f"{where}: field 'command'")
+        unresolved = {u for u in unresolved if re.search(r"(?<!\$)\{" + u + r"\}", text)}  # `${NAME}`: its shell's to fill
         if unresolved:
             warnings.append(f"{path.name}: placeholders left as written (no value for them): "
                             + ", ".join("{" + u + "}" for u in sorted(unresolved)))
@@ -158,6 +161,15 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
         container=str(container) if container else None, needs=needs, params=params, sources=sources,
         warnings=warnings, description=str(description), extras=extras, shell=shell,
     )
+
+
+def _not_a_recipe(doc: Mapping[str, object]) -> str | None:
+    """What else of a recipe repository a YAML file without a model is: its registry index, a benchmark profile."""
+    if "registries" in doc:
+        return "a sparkrun registry index (its `registries:` list the folders that hold recipes)"
+    if "framework" in doc and "args" in doc:
+        return f"a sparkrun benchmark profile (`framework: {str(doc['framework'])[:40]}`)"
+    return None
 
 
 def _placeholders(command: object) -> set[str]:

@@ -213,9 +213,14 @@ class RebindRefused(BenchFailure):
     code = "rebind"
 
 
+# vLLM's parser keeps argparse's abbreviations (a unique prefix is the option): `--hos 0.0.0.0` after the replaced
+# `--host` would be the address it binds, the last one winning
+ABBREVIATED = {"--ho": "--host", "--hos": "--host", "--po": "--port", "--por": "--port"}
+
+
 def rebind(argv: list[str], host: str, port: int) -> list[str]:
-    """argv with every --host/--port (both `--flag VALUE` and `--flag=VALUE`) replaced by host and port,
-    appended when the command had none.
+    """argv with every --host/--port (both `--flag VALUE` and `--flag=VALUE`, and vLLM's abbreviations `--hos`, `--por`)
+    replaced by host and port, appended when the command had none.
 
     RebindRefused when one must be added and the command holds a `--`: appended after it, a server reads them as
     positional arguments (`python srv.py -- x`: it binds its own default address and port; vLLM refuses them), while
@@ -226,7 +231,10 @@ def rebind(argv: list[str], host: str, port: int) -> list[str]:
     value = {"--host": host, "--port": str(port)}
     i = 0
     while i < len(argv):
-        arg = argv[i]
+        arg = ABBREVIATED.get(argv[i], argv[i])
+        name, eq, given = arg.partition("=")
+        if eq and name in ABBREVIATED:
+            arg = f"{ABBREVIATED[name]}={given}"
         if arg in value and i + 1 < len(argv):
             out += [arg, value[arg]]
             seen[arg] = True

@@ -3,7 +3,9 @@ same arguments), and never leave the container behind.
 
 `run -d --init` with a name and labels that say which sparkdoctor started it, on the host's network and IPC, with
 the server bound to 127.0.0.1 on a free port (whatever --host/--port the recipe says), the recipe's env
-(passed by name, so values never show in a process list), the local model folder read-only at its own
+(passed by name, so values never show in a process list; a variable the CLI itself acts on, such as PATH, HOME,
+TMPDIR, LD_PRELOAD or DOCKER_HOST, is passed with its value instead and never set for the CLI), the local model
+folder read-only at its own
 path; the container's output followed with `logs -f` into the run's log, scanned live like a local
 server's. Teardown, whatever happened: `stop -t GRACE`, then `rm -f`, then a look for anything left. A
 container whose sparkdoctor was killed (its owner process is gone) is removed at the next launch.
@@ -31,6 +33,7 @@ from sparkdoctor.errors import BenchFailure
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.serve import binding, registry
 from sparkdoctor.serve.binding import LOCALHOST, rebind
+from sparkdoctor.serve.container_env import container_env, holds_model
 from sparkdoctor.serve.logpump import LogPump
 from sparkdoctor.serve.supervisor import start_time
 from sparkdoctor.targets.container_inspect import container_cli, image_facts
@@ -123,6 +126,10 @@ def model_mount(model: str | None) -> tuple[str, str, str] | None:
         return None
     path = os.path.expanduser(model)
     if os.path.isabs(path) and os.path.isdir(path):
+        if not holds_model(path):  # `model: /` or `~` would put this machine's files into a third-party image's container
+            raise ContainerLaunchError(f"model folder {path!r}: it holds no model (a config.json and weights: "
+                                       "*.safetensors, *.bin, *.gguf, ...); only a model's folder is mounted into the "
+                                       "recipe's container")
         if ":" in path:  # `-v SRC:DST:MODE` cannot carry it; the runtime's own refusal did not say why
             raise ContainerLaunchError(f"model folder {path!r}: a ':' in its path cannot be mounted with `-v`; link "
                                        "the folder from a path without one and name that")
@@ -139,7 +146,7 @@ def run_argv(cli: list[str], name: str, labels: dict[str, str], gpu: list[str], 
     # refused to start in one: "Insufficient space in /dev/shm ... 160 MiB required"); Avarok's and NGC's runs pass it too
     argv += [*gpu, "--network", "host", "--ipc", "host"]
     for env_name in env_names:
-        argv += ["-e", env_name]  # the value comes from the CLI's own environment: never in argv
+        argv += ["-e", env_name]  # NAME: the value comes from the CLI's own environment, never in argv (container_env)
     for src, dst, mode in mounts:
         argv += ["-v", f"{src}:{dst}:{mode}"]
     return [*argv, image, *command]
@@ -260,9 +267,7 @@ class ContainerServer:
         extra = list(mounts or []) + parse_mounts(os.environ.get(MOUNTS_ENV, ""))
         model = model_mount(recipe.model)
         self.mounts = ([model] if model else []) + [m for m in extra if not model or m[1] != model[1]]
-        self.env = {**os.environ, **recipe.env}
-        self.env.setdefault("PYTHONUNBUFFERED", "1")
-        self.env_names = sorted({*recipe.env, "PYTHONUNBUFFERED"})
+        self.env, self.env_names = container_env(dict(recipe.env), dict(os.environ))
         self.argv: list[str] = []
         self.info: dict[str, object] = {}
         self.pid = self.pgid = 0

@@ -15,6 +15,7 @@ from rich.table import Table
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.recipes.show import document
 from sparkdoctor.result import Format
+from sparkdoctor.text import shown
 from sparkdoctor.views import View, drawn
 
 SHOWN = 2000  # characters of one value the console shows
@@ -25,7 +26,7 @@ _FORMAT_NAMES = {"sparkdoctor": "sparkdoctor TOML", "eugr-v1": "eugr/spark-vllm-
 def render_console(recipe: Recipe, console: Console) -> None:
     def e(text: str) -> str:  # escaped for rich, and cut: laying out megabytes of one value takes rich minutes
         text = str(text)
-        return escape(text if len(text) <= SHOWN else f"{text[:SHOWN]}... ({len(text):,} characters; -f json has it whole)")
+        return _e(text if len(text) <= SHOWN else f"{text[:SHOWN]}... ({len(text):,} characters; -f json has it whole)")
     console.print(f"[bold]{e(recipe.name)}[/]  {e(_FORMAT_NAMES.get(recipe.format, recipe.format))}, "
                   f"{e(recipe.source_path)}  [dim]fingerprint {recipe.fingerprint()}[/]")
     if recipe.description:
@@ -37,7 +38,8 @@ def render_console(recipe: Recipe, console: Console) -> None:
     table.add_column("value", overflow="fold")
     table.add_column("from", style="dim", overflow="fold")
     src = recipe.sources
-    table.add_row("model", e(recipe.model or "-"), e(src.get("param:model", "the command")))
+    from_param = recipe.model is not None and recipe.model == recipe.params.get("model")  # else the command names its own
+    table.add_row("model", e(recipe.model or "-"), e(src.get("param:model", "the command") if from_param else "the command"))
     table.add_row("served model name", e(recipe.served_model_name or "-"), e(src.get("param:served_model_name", "the command, else the model")))
     table.add_row("host, port", e(f"{recipe.host or '-'}, {recipe.port or '-'}"),
                   "launcher: 127.0.0.1, a free port")
@@ -61,10 +63,16 @@ def render_console(recipe: Recipe, console: Console) -> None:
         console.print(f"[yellow]warning:[/] {e(warning)}")
 
 
+def _e(text: str) -> str:
+    """A recipe's text as written: never markup, and its control characters escaped before rich lays the line out (an
+    ESC escaped only afterwards is 4 characters in a column sized for none; rich drops a BEL or CR unseen)."""
+    return escape(shown(text))
+
+
 def _changes_inside(recipe: Recipe, console: Console) -> None:
     """What the recipe changes inside its container (eugr `mods:`, `build_args:`; sparkrun `patches:`) and the
     alternatives it offers (sparkrun `variants:`): none of it is in the command above, all of it decides what runs."""
-    e = escape
+    e = _e
     x = recipe.extras
     for key, title in (("mods", "mods (applied inside the container before the command)"),
                        ("patches", "patches (applied inside the container before the command)"),

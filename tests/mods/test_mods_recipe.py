@@ -117,3 +117,39 @@ def test_a_recipe_naming_a_mod_outside_its_repository_is_not_walked_copied_or_ru
     assert "mod-superseded:fix-upstream" in by_id and not (tmp_path / "copied-and-ran").exists()
     folder = sd("mods", "check", "/proc", "--python", str(python))  # asked for by hand: walked only to the file limit
     assert folder.returncode == 2 and "more than 200 files" in folder.stderr and "Traceback" not in folder.stderr, folder.stderr
+
+
+def test_a_mod_that_is_a_link_out_of_the_recipes_repository_is_not_walked_copied_or_run(tmp_path, monkeypatch):
+    """`mods/x` written as the repository's own but a symbolic link to a folder of the user's (`ln -s ~/grab mods/x`
+    in a cloned recipe repository) passed the `..`/absolute test: it was walked, copied into the sandbox and its run.sh
+    run, as the paths above are not."""
+    python = target_venv(tmp_path, AFTER)
+    home = tmp_path / "home"
+    (home / "grab").mkdir(parents=True)
+    (home / "grab" / "run.sh").write_text(f"#!/bin/bash\necho ran > {home}/ran\n")
+    recipe = eugr_repo(tmp_path, ["mods/link-out", "mods/fix-upstream"])
+    (recipe.parent.parent / "mods" / "link-out").symlink_to(home / "grab")
+    monkeypatch.setenv("HOME", str(home))
+    done = sd("recipe", "check", str(recipe), "--python", str(python), "-f", "json")
+    assert done.returncode in (0, 1), done.stdout[-800:]
+    by_id = {f["id"]: f for f in json.loads(done.stdout)["findings"] if f["kind"] == "mod"}
+    assert "a link to a place outside the recipe's repository" in by_id["mod-unjudged:mods/link-out"]["evidence"][0], by_id
+    assert "mod-superseded:fix-upstream" in by_id and not (home / "ran").exists()
+
+
+def test_a_mod_folder_holding_a_link_out_of_itself_is_not_read(tmp_path):
+    """`mods/fix/extra.patch -> ~/.ssh/id_ed25519` in a cloned recipe repository: the file behind the link was read
+    (outside the sandbox) and judged as a diff; in the sandbox's copy the link dangles. A link inside the folder
+    (`fix.diff -> fix.patch`) is read as before."""
+    python = target_venv(tmp_path, AFTER)
+    secret = tmp_path / "home" / ".ssh" / "id_ed25519"
+    secret.parent.mkdir(parents=True)
+    secret.write_text(make_diff(BEFORE, AFTER, rel="vllm/secret-name.py"))
+    recipe = eugr_repo(tmp_path, ["mods/fix-upstream", "mods/fix-stale"])
+    (recipe.parent.parent / "mods" / "fix-upstream" / "extra.patch").symlink_to(secret)
+    (recipe.parent.parent / "mods" / "fix-stale" / "same.diff").symlink_to("fix.patch")
+    (recipe.parent.parent / "mods" / "fix-stale" / "loop").symlink_to("loop")  # a link to itself: no internal error
+    done = sd("recipe", "check", str(recipe), "--python", str(python), "-f", "json")
+    by_id = {f["id"]: f for f in json.loads(done.stdout)["findings"] if f["kind"] == "mod"}
+    assert "a link to a place outside the mod folder" in by_id["mod-unjudged:mods/fix-upstream"]["evidence"][0], by_id
+    assert "secret-name" not in done.stdout and "mod-fails:fix-stale" in by_id

@@ -8,11 +8,13 @@ import os
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
 from sparkdoctor.exitcodes import EXIT_UNPROBEABLE
 from sparkdoctor.serve import container_launch as cl
+from sparkdoctor.serve.container_env import container_env
 
 
 def test_run_argv_binds_the_host_network_passes_env_by_name_and_mounts_read_only():
@@ -49,13 +51,34 @@ def test_extra_mounts_parse_and_bad_ones_are_one_line(tmp_path, monkeypatch):
 
 
 def test_the_model_folder_is_mounted_only_when_it_is_a_local_folder(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(b"")
     assert cl.model_mount(str(tmp_path)) == (str(tmp_path), str(tmp_path), "ro")
     assert cl.model_mount("Qwen/Qwen3-0.6B") is None and cl.model_mount(str(tmp_path / "missing")) is None
     assert cl.model_mount(None) is None
     colon = tmp_path / "Qwen3:8B"
     colon.mkdir()
+    (colon / "config.json").write_text("{}")
+    (colon / "model-00001-of-00002.safetensors").write_bytes(b"")
     with pytest.raises(cl.ContainerLaunchError, match=r"^model folder '.*Qwen3:8B': a ':' in its path cannot be mounted"):
         cl.model_mount(str(colon))
+
+
+@pytest.mark.parametrize("model", ["/", "~", "~/.docker", "{home}/.docker", "{home}/models/m/../../.ssh", "/etc", "/proc"])
+def test_a_model_folder_that_holds_no_model_is_never_mounted_into_the_container(tmp_path, monkeypatch, model):
+    """The recipe's model, when a local folder, is mounted into its container, whose image runs the third-party code the
+    container is there to keep apart, on the host's network. `model: /` or `model: ~` mounted this machine's whole file
+    system or the user's home (~/.ssh with it); `~/.docker` has a config.json and holds registry credentials. A folder
+    is mounted only when it holds a model: a config.json (or params.json) and weights."""
+    home = tmp_path / "home"
+    (home / ".docker").mkdir(parents=True)
+    (home / ".docker" / "config.json").write_text('{"auths": {}}')
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("key")
+    (home / "models" / "m").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    with pytest.raises(cl.ContainerLaunchError, match=r"^model folder '.*': it holds no model \(a config.json and "):
+        cl.model_mount(model.format(home=home))
 
 
 def test_owner_of_a_leftover_alive_gone_or_not_ours_to_judge():
@@ -108,3 +131,40 @@ def test_a_container_cli_that_hangs_is_one_line_and_killed(monkeypatch, tmp_path
             pass
     pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
     assert len(pids) == 2 and all(members(pid) == [] for pid in pids)  # `ps` (the sweep) and `image inspect`, both killed
+
+
+def test_a_recipes_env_reaches_its_container_and_never_the_cli_on_this_machine(monkeypatch, tmp_path):
+    """A real sparkrun recipe sets PATH for inside its image; others set HOME, TMPDIR or LD_PRELOAD for it. Given to the
+    container CLI's own environment, PATH decides which conmon/crun podman runs, HOME which config and context the CLI
+    reads, LD_PRELOAD which library is loaded into it, DOCKER_HOST which daemon runs the container. They go to the
+    container as NAME=VALUE; the CLI keeps this machine's own. Any other variable is passed by name, its value only in
+    the CLI's environment (a token never shows in a process list)."""
+    from sparkdoctor.recipes.loader import load
+
+    fake = tmp_path / "docker"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    for name in ("DOCKER_HOST", "LD_PRELOAD", "TMPDIR"):
+        monkeypatch.delenv(name, raising=False)
+    mine = dict(os.environ)
+    recipe = load(os.path.join(os.path.dirname(__file__), "..", "data", "recipes", "mfellner-glm-5.2-vision-348k.yaml"))
+    container_path = recipe.env["PATH"]
+    assert container_path.startswith("/opt/vllm/.venv/bin:") and container_path != mine["PATH"]
+    env = {**recipe.env, "HOME": "/home/in-the-image", "TMPDIR": "/cache/tmp", "LD_PRELOAD": "./mods/x.so",
+           "DOCKER_HOST": "tcp://203.0.113.9:2375", "HF_TOKEN": "hf_secret", "pythonstartup": "x.py"}
+    server = cl.ContainerServer(replace(recipe, env=env), 8000, runtime=str(fake))
+    for name in ("PATH", "HOME"):
+        assert server.env[name] == mine[name] and f"{name}={env[name]}" in server.env_names
+    for name in ("TMPDIR", "LD_PRELOAD", "DOCKER_HOST", "pythonstartup"):
+        assert name not in server.env and f"{name}={env[name]}" in server.env_names
+    assert server.env["HF_TOKEN"] == "hf_secret" and "HF_TOKEN" in server.env_names  # by name: the value not in argv
+    assert not any(arg.startswith("HF_TOKEN=") for arg in server.env_names)
+    assert server.env["NCCL_DEBUG"] == recipe.env["NCCL_DEBUG"] and "NCCL_DEBUG" in server.env_names
+    assert server.env["PYTHONUNBUFFERED"] == mine.get("PYTHONUNBUFFERED", "1") and "PYTHONUNBUFFERED" in server.env_names
+
+
+def test_a_variable_the_cli_reads_goes_by_name_when_the_recipe_gives_this_machines_own_value():
+    cli_env, args = container_env({"PATH": "/usr/bin", "XDG_RUNTIME_DIR": "/run/x", "VLLM_X": "1"},
+                                     {"PATH": "/usr/bin", "HOME": "/home/u"})
+    assert cli_env == {"PATH": "/usr/bin", "HOME": "/home/u", "VLLM_X": "1", "PYTHONUNBUFFERED": "1"}
+    assert args == ["PATH", "PYTHONUNBUFFERED", "VLLM_X", "XDG_RUNTIME_DIR=/run/x"]

@@ -78,3 +78,15 @@ def test_the_same_server_with_its_flags_before_the_separator_serves_on_the_chose
     with launch(recipe, run_dir=tmp_path, matrix=[], ready_timeout=60, grace=1) as server:
         assert server.argv[-6:] == ["--host", "127.0.0.1", "--port", str(server.port), "--", "x"]
     assert server.teardown is not None and server.teardown.clean
+
+
+@pytest.mark.parametrize("argv, expected", [
+    # vLLM's parser keeps argparse's abbreviations: `--hos 0.0.0.0` after the replaced `--host` was the address vLLM
+    # bound (the last one wins), open to other machines while the model loaded, until the readiness check saw it
+    (["vllm", "serve", "m", "--host", "0.0.0.0", "--hos", "0.0.0.0", "--port", "1", "--por=2"],
+     ["vllm", "serve", "m", "--host", "127.0.0.1", "--host", "127.0.0.1", "--port", "5", "--port=5"]),
+    (["vllm", "serve", "m", "--ho=::"], ["vllm", "serve", "m", "--host=127.0.0.1", "--port", "5"]),
+    (["vllm", "serve", "m", "--po", "7"], ["vllm", "serve", "m", "--port", "5", "--host", "127.0.0.1"]),
+])
+def test_an_abbreviated_host_or_port_is_replaced_too(argv, expected):
+    assert rebind(argv, "127.0.0.1", 5) == expected

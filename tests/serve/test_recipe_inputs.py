@@ -4,6 +4,7 @@ runners that read these recipes use it. Each case here was an internal error or 
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -201,6 +202,10 @@ EUGR = 'recipe_version: "1"\nname: r\ncontainer: c\ndefaults:\n  port: 8000\ncom
     # bash: the comment swallows its line's backslash, so the line break ends `vllm serve m` and `--port` runs alone
     ("vllm serve m \\\n  # --enforce-eager \\\n  --port {port}", "a second line"),
     ("vllm serve m --hf-overrides '{{\n  \"a\": 1\n  }}'\n  --port {port}", "a second line"),  # the break after the quote
+    # a parameter expansion: the runner's shell puts the value in; started without one, vLLM got `${HF_HOME}/hub`
+    ("vllm serve m --port {port} --download-dir ${{HF_HOME}}/hub", "'${HF_HOME}'"),
+    ('vllm serve m --port {port} --served-model-name "$USER-model"', "'$USER'"),
+    ("vllm serve m --port {port} --served-model-name 'it'\\''s' $1", "'$1'"),
 ])
 def test_a_command_only_a_shell_runs_is_read_and_bench_refuses_to_launch_it(tmp_path, command, operator):
     """sparkdoctor runs argv, never a shell: split as argv, `pip install x && vllm serve m` ran pip with the
@@ -226,6 +231,8 @@ def test_a_command_only_a_shell_runs_is_read_and_bench_refuses_to_launch_it(tmp_
     "vllm serve m --port {port} --hf-overrides '{{\"rope_scaling\": {{\"factor\": 4}}}}'",
     "# a comment line before the command\n  vllm serve m \\\n  --port {port}  # a comment after it",
     "vllm serve m \\\n  --hf-overrides '{{\n    \"rope_scaling\": {{\"factor\": 4}}\n  }}' \\\n  --port {port}",
+    "vllm serve m --port {port} --served-model-name '$USER' --chat-template-content-format \\$x --x \"it's\" 'a\"$b'",
+    "vllm serve m --port {port} --served-model-name price-in-$ --x 'c\"d' --y US$",
 ])
 def test_quoted_operators_are_arguments(tmp_path, command):
     recipe = recipes.load(write(tmp_path, "r.yaml", EUGR.format(command)))
@@ -268,3 +275,35 @@ def test_a_container_that_reads_as_an_option_is_refused(tmp_path, fmt, text):
     so the launch went no further): an image name never starts with "-"."""
     with pytest.raises(RecipeError, match="is not an image name"):
         recipes.load(write(tmp_path, f"{fmt}.yaml", text))
+
+
+def test_a_control_character_in_a_value_keeps_the_recipe_table_in_its_columns(tmp_path):
+    """An ESC or NUL in a third-party recipe's value prints escaped (`\\x1b`, 4 characters), but the table was laid out
+    for the raw character (width 0): the value ran into the `from` column and that column was cut short."""
+    path = write(tmp_path, "r.yaml", 'recipe_version: "2"\nmodel: "m\\e[31mred"\ncommand: vllm serve {model}\n'
+                                     'env:\n  A: "\\e[2J\\ax"\n  B: plain\n')
+    out = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "show", str(path)], capture_output=True,
+                         text=True, env={**os.environ, "COLUMNS": "200"}, timeout=60).stdout
+    assert "\x1b" not in out and "\x00" not in out
+    rows = {line.split()[0] + " " + line.split()[1]: line for line in out.splitlines() if line.startswith(("env ", "model "))}
+    assert rows["env A"].index(" env", 10) == rows["env B"].index(" env", 10) == rows["model m\\x1b[31mred"].index(" model field")
+    assert rows["env A"].split()[2] == "\\x1b[2J\\x07x"
+
+
+def test_a_model_the_command_names_itself_is_shown_as_the_commands(tmp_path):
+    """A real sparkrun recipe (mfellner/sparkrun-recipes, glm-5.2-nvfp4-aqlm-triple-dgx-spark-vision-348k.yaml) serves a
+    snapshot folder its command names, not its `model:` hub id: the folder was shown as coming from the model field."""
+    from rich.console import Console
+
+    from sparkdoctor.views.recipe import render_console
+
+    recipe = recipes.load(REPO / "tests" / "data" / "recipes" / "mfellner-glm-5.2-vision-348k.yaml")
+    assert recipe.model is not None and recipe.model.startswith("/cache/huggingface/hub/") and recipe.params["model"] != recipe.model
+    console = Console(file=io.StringIO(), width=400)
+    render_console(recipe, console)
+    row = next(line for line in console.file.getvalue().splitlines() if line.startswith("model "))
+    assert row.split()[1:] == [recipe.model, "the", "command"]
+    plain = recipes.load(write(tmp_path, "r.yaml", 'recipe_version: "2"\nmodel: org/m\ncommand: vllm serve {model}\n'))
+    console = Console(file=io.StringIO(), width=400)
+    render_console(plain, console)
+    assert any(line.startswith("model ") and "model field (always injected)" in line for line in console.file.getvalue().splitlines())

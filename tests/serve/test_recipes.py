@@ -4,8 +4,10 @@ from their repositories (tests/data/recipes) and on small bad ones. Fast: no ser
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -119,6 +121,19 @@ def test_sparkrun_injects_model_substitutes_iteratively_and_keeps_unknown_placeh
     assert r.extras["metadata"]["quant_bits"] == 4 and r.description.startswith("Qwen3.6")
 
 
+def test_a_shell_expansion_in_a_sparkrun_command_is_not_a_placeholder_left_as_written(tmp_path):
+    """A real recipe (mfellner/sparkrun-recipes, deepseek-v4-flash-0731-dspark-dual-spark-1m.yaml) writes
+    `export VLLM_HOST_IP="${NODE_IP}"` before `exec vllm serve`: its shell fills `${NODE_IP}`, and sparkrun (which has
+    no NODE_IP default) leaves the braces to it. Reported as a sparkrun placeholder with no value, it sent the reader
+    looking for a missing default; it is what makes the line a shell line, which is said instead."""
+    path = write(tmp_path, "v2.yaml", 'model: org/m\ndefaults: {port: 8000}\ncommand: |\n  export VLLM_HOST_IP="${NODE_IP}";\n'
+                                      "  exec vllm serve {model} --port {port} --download-dir ${HF_HOME:-/x} --tool-call-parser {tool_parser}\n")
+    r = recipes.load(path)
+    left = [w for w in r.warnings if "placeholders left as written" in w]
+    assert len(left) == 1 and left[0].endswith("(no value for them): {tool_parser}"), r.warnings
+    assert r.shell == "';'" and "--download-dir" in r.argv
+
+
 def test_sparkrun_doubled_braces_collapse_and_unknown_defaults_are_dropped(tmp_path):
     path = write(tmp_path, "v2.yaml", "model: org/m\ndefaults: {port: 8000, lm_head_dtype: bf16}\n")
     r = recipes.load(path)
@@ -146,6 +161,21 @@ def test_sparkrun_needs_a_model(tmp_path):
     path = write(tmp_path, "nomodel.yaml", "runtime: vllm\ndefaults: {port: 8000}\n")
     with pytest.raises(RecipeError, match=r"nomodel.yaml: required field 'model' is missing"):
         recipes.load(path)
+
+
+@pytest.mark.parametrize("text, said", [
+    # spark-arena/recipe-registry .sparkrun/registry.yaml (307578001460733fcb9335d0e84f8d3e38e40552), its head
+    ("registries:\n  - name: official\n    recipes: official-recipes\n    benchmarks: benchmarking\n",
+     "a sparkrun registry index (its `registries:` list the folders that hold recipes), not a recipe"),
+    # styles01/sparkrun-recipes benchmarking/qwen-122b-3lane-256k.yaml (5af316e1064c03ee5f82b2c698ed3436f6366a31), its head
+    ("framework: llama-benchy\nmetadata:\n  description: Qwen 122B 3-lane 256K benchmark profile\nargs:\n  pp: [2048]\n  tg: [128]\n",
+     "a sparkrun benchmark profile (`framework: llama-benchy`), not a recipe"),
+])
+def test_a_registry_or_benchmark_file_of_a_recipe_repository_is_named_for_what_it_is(tmp_path, text, said):
+    """A new user who clones a recipe registry and names the first YAML file in it was told "required field 'model' is
+    missing (sparkrun recipes name the model they serve)", as if the recipe were broken."""
+    with pytest.raises(RecipeError, match=rf"^{tmp_path}/f.yaml: {re.escape(said)}; name a recipe file"):
+        recipes.load(write(tmp_path, "f.yaml", text))
 
 
 def test_bad_yaml_names_file_and_line(tmp_path):
@@ -283,6 +313,24 @@ def test_eugr_format_spec_of_a_huge_width_is_refused(tmp_path):
                                        "command: vllm serve m --port {port:>2000000000}\n")
     with pytest.raises(RecipeError, match=r"wide.yaml: field 'command': format spec '>2000000000'"):
         recipes.load(path)
+
+
+@pytest.mark.parametrize("name, text", [
+    # a width given by a nested field (`{port:{w}}`, str.format resolves it first): 100 MB from one placeholder
+    ("nested.yaml", 'recipe_version: "1"\nname: x\ncontainer: c\ndefaults: {port: 1, w: 99999999}\n'
+                    "command: vllm serve m --port {port:{w}}{port:{w}}{port:{w}}\n"),
+    # widths under the limit, many of them: a 160 KB recipe was 200 MB of command (120 s, 1.4 GB, then the time limit)
+    ("many.yaml", 'recipe_version: "1"\nname: x\ncontainer: c\ndefaults: {a: x}\ncommand: "vllm serve m '
+                  + "{a:9999}" * 20_000 + '"\n'),
+    # the same spread over argv elements and env values of sparkdoctor's format, each formatted on its own
+    ("many.toml", 'model = "m"\ncommand = ["vllm", "serve", ' + ", ".join(['"{model:9999}"'] * 20_000) + "]\n"),
+    ("env.toml", 'model = "m"\ncommand = ["vllm", "serve"]\n[env]\n' + "".join(f'E{i} = "{{model:9999}}"\n' for i in range(20_000))),
+])
+def test_templates_that_expand_past_a_mebibyte_are_refused_at_once(tmp_path, name, text):
+    started = time.process_time()
+    with pytest.raises(RecipeError, match=rf"^{tmp_path}/{name}: .*(the templates expand past 1 MiB|asks for a width of 10,000)"):
+        recipes.load(write(tmp_path, name, text))
+    assert time.process_time() - started < 10
 
 
 def test_a_yaml_alias_bomb_is_refused(tmp_path):

@@ -18,7 +18,8 @@ recipe does not set fails every comparison (vLLM derives the value itself).
 
 The recipe's argv and model facts are Facts.recipe, which only `recipe check` fills; with no recipe
 the condition is unknown, and evaluate_all leaves entries that use it out (plain `check`).
-A recipe whose command plainly runs another engine (SGLang, TensorRT-LLM) does not meet the condition.
+A recipe whose command runs another engine or program (SGLang, TensorRT-LLM, uvicorn: no `vllm serve` in it) does not
+meet the condition.
 """
 
 from __future__ import annotations
@@ -247,9 +248,11 @@ def _judge(key: str, spec: object, facts: Facts) -> Check:
 
 
 def other_engine(argv: list[object]) -> str | None:
-    """The engine a recipe's command runs when it is plainly not vLLM (read from the command's head, before
-    its first flag and before a `vllm` word): `python3 -m sglang.launch_server`, `sglang serve`, `trtllm-serve`;
-    None otherwise."""
+    """The engine or program a recipe's command runs when it is not vLLM; None for a vLLM launch. Read from the
+    command's head (before its first flag and before a `vllm` word): `python3 -m sglang.launch_server`, `sglang serve`,
+    `trtllm-serve`; else, when no `vllm serve` or `vllm.entrypoints` is anywhere in it, the program it starts
+    (`uvicorn`, `llama-server`: eugr's FLUX.2 recipe serves images with uvicorn, which has no vLLM defaults)."""
+    program = None
     for arg in argv:
         text = str(arg)
         if text.startswith("--"):
@@ -261,7 +264,18 @@ def other_engine(argv: list[object]) -> str | None:
             return "SGLang"
         if base == "trtllm-serve":
             return "TensorRT-LLM"
-    return None
+        if program is None and "=" not in base and base not in LAUNCHERS:
+            program = base
+    words = [str(a) for a in argv]
+    if any(w.rsplit("/", 1)[-1] == "vllm" and words[i + 1:i + 2] == ["serve"] or w.startswith("vllm.entrypoints")
+           for i, w in enumerate(words)):
+        return None  # `numactl --interleave=all vllm serve ...`: a flag of a launcher before vLLM's own command
+    return program or (words[0].rsplit("/", 1)[-1] if words else None)
+
+
+# words that start another program rather than being the server (`exec`, `env X=1`, `python3 -m`, `uv run`)
+LAUNCHERS = frozenset({"exec", "env", "export", "nohup", "time", "numactl", "taskset", "chrt", "nice", "stdbuf", "uv",
+                       "run", "python", "python3", "-m", "-u", "sudo"})
 
 
 def eval_serving(value: Mapping[str, object], facts: Facts) -> list[Check]:
