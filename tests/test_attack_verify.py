@@ -1,0 +1,95 @@
+"""A third-party matrix aimed at the renderers and at `matrix verify`: a ref that breaks out of its link in the
+markdown and SARIF documents, a released wheel whose member inflates to gigabytes, and a `checked` entry whose
+file checks run on versions its own bound calls the other side. Each test failed on the code before its fix."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.matrix import MatrixError, load
+from tests.test_matrix_files import matrix_file
+
+REPO = Path(__file__).resolve().parent.parent
+SNAPSHOT = REPO / "tests" / "data" / "facts" / "gb10-broken.json"
+
+
+@pytest.mark.parametrize(
+    "ref, bad",
+    [
+        ("https://x>[click](javascript:alert(1))", "'>' at 10"),
+        ("https://x/<img src=x onerror=alert(1)>", "'<' at 11"),
+        ('https://x/"onmouseover=alert(1)', "'\"' at 11"),
+        ("https://x/a b", "' ' at 12"),
+        ("https://x/\x1b[31m", "'\\x1b' at 11"),
+        ("https://x/`code`", "'`' at 11"),
+    ],
+)
+def test_a_ref_that_would_end_its_link_is_refused_naming_the_character(
+    tmp_path, ref, bad
+):
+    """`References: <REF>` (markdown) and `- <REF>` (SARIF help) drew `>[click](javascript:...)` as a link of its own."""
+    path = (
+        matrix_file(tmp_path, "")
+        .read_text()
+        .replace('"https://example.org/x"', json.dumps(ref))
+    )
+    (tmp_path / "matrix" / "demo.toml").write_text(path)
+    with pytest.raises(MatrixError) as caught:
+        load(tmp_path / "matrix")
+    assert "field 'refs'" in str(caught.value) and f"character {bad}" in str(
+        caught.value
+    )
+
+
+def test_every_bundled_ref_is_still_a_url():
+    m = load()
+    assert sum(len(e.refs) for e in m.entries) > 200
+
+
+def test_a_markup_ref_never_reaches_the_markdown_report(tmp_path):
+    """The report a user pastes into an issue: before, the ref's `>` closed the autolink and the rest was markdown."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "a.toml").write_text("""component = "evil"
+[[entry]]
+id = "evil-ref"
+title = "t"
+severity = "error"
+action = "monitor"
+summary = "s"
+remedy = "r"
+when.gpu_arch = ["sm_121a"]
+refs = ["https://x>[click](javascript:alert(1))<img/src=x/onerror=alert(2)>"]
+""")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sparkdoctor",
+            "check",
+            "--facts",
+            str(SNAPSHOT),
+            "--matrix",
+            str(folder),
+            "--no-kernels",
+            "--format",
+            "markdown",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert done.returncode == 2 and "javascript:" not in done.stdout, done.stdout[
+        -2000:
+    ]
+    assert (
+        done.stderr.count("\n") == 1
+        and "field 'refs'" in done.stderr
+        and "'>' at 10" in done.stderr
+    )
