@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor.matrix import MatrixError, load
-from tests.test_matrix_files import matrix_file
+from sparkdoctor.verify import wheels
+from sparkdoctor.verify.files import checks_on, tables_of
+from tests.test_matrix_files import FILES, make_wheel, matrix_file
 
 REPO = Path(__file__).resolve().parent.parent
 SNAPSHOT = REPO / "tests" / "data" / "facts" / "gb10-broken.json"
@@ -93,3 +95,45 @@ refs = ["https://x>[click](javascript:alert(1))<img/src=x/onerror=alert(2)>"]
         and "field 'refs'" in done.stderr
         and "'>' at 10" in done.stderr
     )
+
+
+def test_a_wheel_member_that_inflates_past_the_limit_is_refused_before_it_is_inflated(
+    tmp_path, monkeypatch
+):
+    """`matrix verify --kind files` read a downloaded wheel's member whole: a 7 MB wheel with a 1.5 GB deflated
+    six.py took 3 GB of memory (a larger one ends in the OOM killer). The remote reader judged the central
+    directory's size first; the local one now does too (the limit made small here, the member 2 MiB)."""
+    monkeypatch.setattr(wheels, "MEMBER_LIMIT", 1024 * 1024)
+    root = tmp_path / "wheels"
+    monkeypatch.setenv("SPARKDOCTOR_WHEELS", str(root))
+    make_wheel(
+        root,
+        "demo-pkg",
+        "1.0",
+        {"demo/envs.py": "OLD_SWITCH = 1\n" + "#" * (2 * 1024 * 1024)},
+    )
+    table = tables_of(load(matrix_file(tmp_path, FILES)).entries[0])[0]
+    run = checks_on(table, "1.0", "affected")
+    assert (
+        run.error
+        == "demo_pkg-1.0-py3-none-any.whl: member demo/envs.py is 2,097,167 bytes, over the 1,048,576-byte limit"
+    )
+    assert not run.results
+
+
+def test_a_wheel_member_within_the_limit_reads_as_before(tmp_path, monkeypatch):
+    monkeypatch.setattr(wheels, "MEMBER_LIMIT", 1024 * 1024)
+    root = tmp_path / "wheels"
+    monkeypatch.setenv("SPARKDOCTOR_WHEELS", str(root))
+    make_wheel(
+        root,
+        "demo-pkg",
+        "1.0",
+        {
+            "demo/envs.py": "OLD_SWITCH = 1\n",
+            "demo/errors.py": "cannot start" + " " * 1_000_000,
+        },
+    )
+    table = tables_of(load(matrix_file(tmp_path, FILES)).entries[0])[0]
+    run = checks_on(table, "1.0", "affected")
+    assert run.error is None and run.holds

@@ -24,6 +24,7 @@ from sparkdoctor.locations import cache_dir
 from sparkdoctor.released.cubins import CubinError, list_archs, zip_chunks
 from sparkdoctor.released.elf import ElfError
 from sparkdoctor.released.strings import is_library, library_text
+from sparkdoctor.released.wheel import MEMBER_LIMIT
 from sparkdoctor.verify.venvs import pip_error
 
 DOWNLOAD_TIMEOUT = 900.0
@@ -123,12 +124,21 @@ class WheelFiles:
         if name not in self._text:
             try:
                 library = library_text(iter(zip_chunks(self._zip, name))) if is_library(name) else None
-                self._text[name] = library if library is not None else self._zip.read(name).decode("utf-8", errors="replace")
+                self._text[name] = library if library is not None else self._member(name).decode("utf-8", errors="replace")
             except ElfError as exc:
                 raise WheelError(f"{self.path.name}: {name}: {exc}") from None
             except (OSError, zipfile.BadZipFile, KeyError) as exc:
                 raise WheelError(f"{self.path.name}: cannot read {name}: {exc}") from None
         return self._text[name]
+
+    def _member(self, name: str) -> bytes:
+        """A member whole, judged by the size the central directory gives before it is inflated (a 7 MB wheel held
+        1.5 GB of one deflated member, read whole into 3 GB of memory); inflating never passes that size."""
+        info = self._zip.getinfo(name)
+        if info.file_size > MEMBER_LIMIT:
+            raise WheelError(f"{self.path.name}: member {name} is {info.file_size:,} bytes, over the {MEMBER_LIMIT:,}-byte limit")
+        with self._zip.open(info) as member:
+            return member.read(MEMBER_LIMIT + 1)
 
     def close(self) -> None:
         self._zip.close()
