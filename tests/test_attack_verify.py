@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor.matrix import MatrixError, load
+from sparkdoctor.matrix.consistency import problems
 from sparkdoctor.verify import wheels
 from sparkdoctor.verify.files import checks_on, tables_of
 from tests.test_matrix_files import FILES, make_wheel, matrix_file
@@ -137,3 +138,87 @@ def test_a_wheel_member_within_the_limit_reads_as_before(tmp_path, monkeypatch):
     table = tables_of(load(matrix_file(tmp_path, FILES)).entries[0])[0]
     run = checks_on(table, "1.0", "affected")
     assert run.error is None and run.holds
+
+
+MISPLACED = FILES.replace(
+    'files.affected = ["1.0"]', 'files.affected = ["2.0"]'
+).replace('files.fixed = ["2.0"]', 'files.fixed = ["1.0"]')
+
+
+def test_file_checks_on_the_wrong_side_of_the_bound_are_a_problem_for_validate(
+    tmp_path,
+):
+    """`evidence = "checked"`, bound <2.0, yet the checks were to hold on 2.0 and fail on 1.0: `matrix validate` said
+    ok and `matrix verify` said CONFIRMED, for checks that prove the range the entry calls fixed."""
+    matrix = load(matrix_file(tmp_path, MISPLACED))
+    found, _ = problems(matrix)
+    assert found == [
+        f"{tmp_path / 'matrix' / 'demo.toml'}: entry demo-entry: files.affected 2.0 is outside the entry's bound demo-pkg <2.0: "
+        "its file checks would prove another range than its bound",
+        f"{tmp_path / 'matrix' / 'demo.toml'}: entry demo-entry: files.fixed 1.0 is inside the entry's bound demo-pkg <2.0: "
+        "its file checks would prove another range than its bound",
+    ]
+    assert problems(load(matrix_file(tmp_path, FILES)))[0] == []
+
+
+def test_file_checks_on_the_wrong_side_of_the_bound_are_contradicted_by_verify(
+    tmp_path, monkeypatch
+):
+    root = tmp_path / "wheels"
+    monkeypatch.setenv("SPARKDOCTOR_WHEELS", str(root))
+    make_wheel(
+        root,
+        "demo-pkg",
+        "1.0",
+        {"demo/envs.py": "NEW = 1", "demo/errors.py": "cannot start"},
+    )
+    make_wheel(
+        root,
+        "demo-pkg",
+        "2.0",
+        {"demo/envs.py": "OLD_SWITCH = 1", "demo/errors.py": "cannot start"},
+    )
+    path = matrix_file(tmp_path, MISPLACED)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sparkdoctor",
+            "matrix",
+            "verify",
+            "--matrix",
+            str(path),
+            "--kind",
+            "files",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert done.returncode == 1, done.stderr
+    (result,) = json.loads(done.stdout)["results"]
+    assert result["verdict"] == "contradicted"
+    assert (
+        result["why"]
+        == "files.affected 2.0 is outside the entry's bound demo-pkg <2.0; files.fixed 1.0 is inside the entry's bound demo-pkg <2.0"
+    )
+
+
+def test_a_lockstep_wheel_is_judged_against_its_family_bound(tmp_path):
+    """The bound may name the family's head (nvidia-cutlass-dsl) while the table reads a member (libs-base)."""
+    text = matrix_file(
+        tmp_path,
+        MISPLACED.replace('files.package = "demo-pkg"', 'files.package = "demo-libs"'),
+    )
+    text.write_text(
+        text.read_text().replace(
+            'component = "demo"\n',
+            'component = "demo"\nlockstep = { "demo-pkg" = ["demo-libs"] }\n',
+        )
+    )
+    assert [line.split(": ", 2)[2] for line in problems(load(text))[0]][0].startswith(
+        "files.affected 2.0 is outside the entry's bound demo-pkg <2.0"
+    )
