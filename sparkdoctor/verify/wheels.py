@@ -25,7 +25,7 @@ from sparkdoctor.released.cubins import CubinError, list_archs, zip_chunks
 from sparkdoctor.released.elf import ElfError
 from sparkdoctor.released.strings import is_library, library_text
 from sparkdoctor.released.wheel import MEMBER_LIMIT
-from sparkdoctor.verify.venvs import pip_error
+from sparkdoctor.verify.venvs import bounded_pip, pip_error, run_pip
 
 DOWNLOAD_TIMEOUT = 900.0
 INDEX_TIMEOUT = 120.0
@@ -66,9 +66,9 @@ def wheel(package: str, version: str, root: Path | None = None) -> Path:
         found = _cached(root, name, version)
         if found:
             return found
-        argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q", "download",
+        argv = [*bounded_pip(sys.executable), "--disable-pip-version-check", "--no-input", "-q", "download",
                 "--no-deps", "--only-binary=:all:", "-d", str(root), "--", _exactly(name, version)]
-        result = proc.run(argv, timeout=DOWNLOAD_TIMEOUT)
+        result = run_pip(argv, DOWNLOAD_TIMEOUT, root)
         found = _cached(root, name, version)
         if found is None:
             why = pip_error(result) if not result.ok else "pip downloaded no wheel"
