@@ -1,6 +1,7 @@
-"""A third-party matrix aimed at the renderers and at `matrix verify`: a ref that breaks out of its link in the
-markdown and SARIF documents, a released wheel whose member inflates to gigabytes, and a `checked` entry whose
-file checks run on versions its own bound calls the other side. Each test failed on the code before its fix."""
+"""A third-party matrix and a hostile package index aimed at the renderers, `matrix validate` and `matrix verify`: a
+ref that breaks out of its link in the markdown and SARIF documents, a released wheel whose member inflates to
+gigabytes, an index whose wheel never ends, a `checked` entry whose file checks run on versions its own bound
+calls the other side, and a specifier of thousands of clauses. Each test failed on the code before its fix."""
 
 from __future__ import annotations
 
@@ -331,3 +332,26 @@ def test_a_scratch_install_still_installs_through_the_bounded_pip(tmp_path):
         == 0
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["venv", "w"]
+
+
+def test_a_specifier_of_thousands_of_clauses_is_refused_at_load(tmp_path):
+    """`matrix validate` compares the ranges of two entries at every bound of both: two entries whose `vllm` bound had
+    20,000 clauses (a 378 KB file) kept it busy past 2 minutes (1,000 clauses: 2.1 s). No real bound has more than 4."""
+    clauses = ",".join(f">=0.{i}" for i in range(2000))
+    path = matrix_file(
+        tmp_path, "", when=f'when.packages = {{ "demo-pkg" = "{clauses}" }}'
+    )
+    with pytest.raises(MatrixError) as caught:
+        load(path)
+    assert str(caught.value).endswith(
+        "field 'when.packages' demo-pkg: specifier '>=0.0,>=0.1,>=0.2,>=… (16889 characters)' "
+        "has 2,000 clauses; at most 32 are read"
+    )
+    load(
+        matrix_file(
+            tmp_path,
+            "",
+            when=f'when.packages = {{ "demo-pkg" = "{",".join(f">=0.{i}" for i in range(32))}" }}',
+        )
+    )
+
