@@ -355,3 +355,38 @@ def test_a_specifier_of_thousands_of_clauses_is_refused_at_load(tmp_path):
         )
     )
 
+
+@pytest.mark.parametrize(
+    "bounds, field",
+    [
+        (
+            [1, "x", None],
+            "field 'bounds[0]' must be an object whose 'runs' is a list of objects",
+        ),
+        ({"a": 1}, "field 'bounds' must be a list"),
+        (
+            [{"id": "x", "runs": [1]}],
+            "field 'bounds[0]' must be an object whose 'runs' is a list of objects",
+        ),
+        (
+            [{"id": "x", "runs": [{"role": "fixed", "checks": [{"check": []}]}]}],
+            "field 'bounds[0].runs[0].checks' must be",
+        ),
+    ],
+)
+def test_a_bounds_document_of_another_shape_is_one_line_naming_the_field(
+    tmp_path, bounds, field
+):
+    """`matrix validate --bounds FILE` with a document of kind "bounds" whose fields had other types: an internal error
+    (`AttributeError: 'int' object has no attribute 'get'`, or TypeError for a list as a check's label)."""
+    from sparkdoctor.exitcodes import EXIT_USAGE
+    from tests.inproc import invoke
+
+    path = tmp_path / "bounds.json"
+    path.write_text(json.dumps({"kind": "bounds", "bounds": bounds}))
+    code, _, error = invoke("matrix", "validate", "--bounds", path)
+    assert (
+        code == EXIT_USAGE
+        and f"bounds.json: not a bounds document: {field}" in error
+        and "\n" not in error.strip()
+    ), error

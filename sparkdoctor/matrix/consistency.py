@@ -185,6 +185,23 @@ def misplaced_proofs(matrix: Matrix) -> list[str]:
             for e in matrix.entries for why in misplaced_versions(e, matrix.tracking.family)]
 
 
+def bounds_doc_problem(doc: dict[str, Any]) -> str | None:
+    """Where a bounds document is not of the shape held_outside reads (None when it is): each of `bounds` an object,
+    its `runs` objects, their `checks` objects whose `check` is a string."""
+    bounds = doc.get("bounds", [])
+    if not isinstance(bounds, list):
+        return "field 'bounds' must be a list"
+    for i, bound in enumerate(bounds):
+        runs = bound.get("runs", []) if isinstance(bound, dict) else None
+        if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+            return f"field 'bounds[{i}]' must be an object whose 'runs' is a list of objects"
+        for j, run in enumerate(runs):
+            checks = run.get("checks", [])
+            if not isinstance(checks, list) or not all(isinstance(c, dict) and isinstance(c.get("check", ""), str) for c in checks):
+                return f"field 'bounds[{i}].runs[{j}].checks' must be a list of objects whose 'check' is a string"
+    return None
+
+
 def held_outside(matrix: Matrix, bounds_doc: dict[str, Any]) -> list[str]:
     """From a bounds document: `checked` entries whose differing checks all held on a release outside the bound."""
     out = []
