@@ -185,7 +185,7 @@ def misplaced_proofs(matrix: Matrix) -> list[str]:
             for e in matrix.entries for why in misplaced_versions(e, matrix.tracking.family)]
 
 
-def bounds_doc_problem(doc: dict[str, Any]) -> str | None:
+def bounds_doc_problem(doc: dict[str, object]) -> str | None:
     """Where a bounds document is not of the shape held_outside reads (None when it is): each of `bounds` an object,
     its `runs` objects, their `checks` objects whose `check` is a string."""
     bounds = doc.get("bounds", [])
