@@ -390,3 +390,58 @@ def test_a_bounds_document_of_another_shape_is_one_line_naming_the_field(
         and f"bounds.json: not a bounds document: {field}" in error
         and "\n" not in error.strip()
     ), error
+
+
+class EndlessPage(EndlessIndex):
+    """An index whose every page is an endless list of links (about 50 MB/s)."""
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                with contextlib.suppress(OSError):
+                    self.wfile.write(b"<html><body>")
+                    while not outer.stopping.is_set():
+                        self.wfile.write(b"<a href='x'>x</a>" * 60000)
+                        time.sleep(0.02)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/simple/"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+def test_a_version_list_page_that_never_ends_is_stopped_at_the_memory_limit(
+    monkeypatch,
+):
+    """`pip index versions` (the released versions for --bisect, --latest and `also` wheels) holds the page whole: an
+    endless one grew pip by 130 MB/s until the 120 s limit (~16 GB). Now its address space stops at INDEX_MEMORY
+    (made 512 MiB here; the time limit 30 s so the code before the fix fails by it instead)."""
+    page = EndlessPage()
+    try:
+        for name in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+        monkeypatch.setenv("PIP_INDEX_URL", page.url)
+        monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+        monkeypatch.setattr(wheels, "INDEX_MEMORY", 512 * 1024 * 1024)
+        monkeypatch.setattr(wheels, "INDEX_TIMEOUT", 30.0)
+        with pytest.raises(wheels.WheelError) as caught:
+            wheels.released_versions("endless-page-demo")
+    finally:
+        page.close()
+    assert str(caught.value) == (
+        "pip index versions endless-page-demo failed: pip ran out of the memory it may use and was stopped "
+        "(an index page that large is not one)"
+    )

@@ -30,13 +30,17 @@ READY = ".sparkdoctor-ready"
 # past it). Every file of a released wheel is far smaller (a whole torch wheel: ~1 GB); an index that answers with an
 # endless wheel wrote 115 MB/s into a temp folder until the download's time limit (900 s: ~100 GB).
 FILE_LIMIT = 8 * 1024**3
-_BOUNDED_PIP = ("import resource, runpy, signal, sys; n = int(sys.argv.pop(1)); resource.setrlimit(resource.RLIMIT_FSIZE, (n, n)); "
+# The address space of a pip that only reads an index page (`pip index versions`, RLIMIT_AS): it holds the page whole,
+# and an endless one grew it by 130 MB/s until its 120 s limit; the real pages of torch and vllm need about 55 MB.
+INDEX_MEMORY = 1024**3
+_BOUNDED_PIP = ("import resource, runpy, signal, sys; n, m = int(sys.argv.pop(1)), int(sys.argv.pop(1)); "
+                "resource.setrlimit(resource.RLIMIT_FSIZE, (n, n)); m and resource.setrlimit(resource.RLIMIT_AS, (m, m)); "
                 "signal.signal(signal.SIGXFSZ, signal.SIG_DFL); sys.argv[0] = 'pip'; runpy.run_module('pip', run_name='__main__', alter_sys=True)")
 
 
-def bounded_pip(python: str | Path) -> list[str]:
-    """`python -m pip` whose every written file stops at FILE_LIMIT bytes."""
-    return [str(python), "-c", _BOUNDED_PIP, str(FILE_LIMIT)]
+def bounded_pip(python: str | Path, memory: int = 0) -> list[str]:
+    """`python -m pip` whose every written file stops at FILE_LIMIT bytes (and its address space at `memory`, if given)."""
+    return [str(python), "-c", _BOUNDED_PIP, str(FILE_LIMIT), str(memory)]
 
 
 def run_pip(argv: list[str], timeout: float, beside: Path) -> proc.ProcResult:
@@ -114,6 +118,8 @@ def pip_error(result: proc.ProcResult) -> str:
         return f"pip wrote a file past {FILE_LIMIT:,} bytes and was stopped (no released wheel file is that large: the index's answer is not one)"
     if result.timed_out or result.start_error or result.signal:
         return result.describe_failure()
+    if "MemoryError" in (result.stderr or ""):
+        return "pip ran out of the memory it may use and was stopped (an index page that large is not one)"
     lines = [x.strip() for x in (result.stderr or result.stdout).splitlines() if x.strip()]
     errors = [x for x in lines if x.startswith("ERROR")]
     return (errors or lines or ["no output"])[-1][:400]

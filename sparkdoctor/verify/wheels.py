@@ -25,7 +25,7 @@ from sparkdoctor.released.cubins import CubinError, list_archs, zip_chunks
 from sparkdoctor.released.elf import ElfError
 from sparkdoctor.released.strings import is_library, library_text
 from sparkdoctor.released.wheel import MEMBER_LIMIT
-from sparkdoctor.verify.venvs import bounded_pip, pip_error, run_pip
+from sparkdoctor.verify.venvs import INDEX_MEMORY, bounded_pip, pip_error, run_pip
 
 DOWNLOAD_TIMEOUT = 900.0
 INDEX_TIMEOUT = 120.0
@@ -79,7 +79,8 @@ def wheel(package: str, version: str, root: Path | None = None) -> Path:
 @lru_cache(maxsize=32)
 def released_versions(package: str) -> tuple[str, ...]:
     """Every released version of `package` on the registry, oldest first (pre-releases left out)."""
-    argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "index", "versions", "--", canonicalize_name(package)]
+    argv = [*bounded_pip(sys.executable, INDEX_MEMORY), "--disable-pip-version-check", "--no-input", "index", "versions", "--",
+            canonicalize_name(package)]
     result = proc.run(argv, timeout=INDEX_TIMEOUT)
     line = next((x for x in (result.stdout or "").splitlines() if x.startswith("Available versions:")), None)
     if line is None:
