@@ -445,3 +445,29 @@ def test_a_version_list_page_that_never_ends_is_stopped_at_the_memory_limit(
         "pip index versions endless-page-demo failed: pip ran out of the memory it may use and was stopped "
         "(an index page that large is not one)"
     )
+
+
+def test_a_stack_resolve_whose_wheel_never_ends_is_stopped_at_the_byte_limit(
+    tmp_path, monkeypatch
+):
+    """`matrix verify --stacks`: pip's dry run downloads a wheel whose metadata the index does not serve apart; an
+    endless one was written into /tmp until the 600 s limit. Now the same FILE_LIMIT, in the run's own folder."""
+    from sparkdoctor.verify import stacks
+    from tests.test_stacks_resolve import stack
+
+    index = EndlessIndex()
+    try:
+        monkeypatch.setenv("PIP_INDEX_URL", index.url)
+        monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+        monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+        (tmp_path / "tmp").mkdir()
+        monkeypatch.setattr(venvs, "FILE_LIMIT", 4 * 1024 * 1024)
+        monkeypatch.setattr(stacks, "RESOLVE_TIMEOUT", 60.0)
+        result = stacks.resolve(stack(tmp_path, packages='"demo-pkg" = "==1.0"'))
+    finally:
+        index.close()
+    assert result.verdict == "error"
+    assert result.why.startswith(
+        "pip wrote a file past 4,194,304 bytes and was stopped"
+    ), result.why
+    assert not list((tmp_path / "tmp").iterdir())
