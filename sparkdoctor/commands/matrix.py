@@ -111,6 +111,11 @@ def _bounds_document(path: Path) -> dict[str, Any]:
         raise UsageError(f"{path}: not a bounds document ({str(exc)[:120]})") from None
     if not isinstance(doc, dict) or doc.get("kind") != "bounds":
         raise UsageError(f"{path}: not a bounds document (kind must be \"bounds\", from `matrix verify --bounds --format json`)")
+    from sparkdoctor.matrix.consistency import bounds_doc_problem
+
+    problem = bounds_doc_problem(doc)
+    if problem:
+        raise UsageError(f"{path}: not a bounds document: {problem}")
     return doc
 
 

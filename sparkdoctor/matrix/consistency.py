@@ -8,6 +8,7 @@
   a check that must differ outside it; a bound of "*" or only `fixed = "same"` checks bracket nothing. Given
   the bounds document (`matrix verify --bounds --format json`), a `checked` entry whose every differing check
   still held on a release outside its bound is refused too: the check holds where the claim does not.
+- Proofs on the right side: a files table's affected versions inside the entry's bound, its fixed ones outside it.
 
 Each problem is one line naming the entries and the setting or check.
 """
@@ -15,6 +16,7 @@ Each problem is one line naming the entries and the setting or check.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from statistics import median
 from typing import Any, TypedDict
@@ -25,7 +27,7 @@ from packaging.version import InvalidVersion, Version
 from sparkdoctor.matrix.file_checks import parse_files_tables
 from sparkdoctor.matrix.model import Entry, Matrix
 from sparkdoctor.matrix.tracking import bounds_of
-from sparkdoctor.matrix.versions import spec
+from sparkdoctor.matrix.versions import spec, version_in
 from sparkdoctor.patterns import budget, search
 
 BREAKING = ("warn", "error")
@@ -164,6 +166,42 @@ def unbracketed_checked(matrix: Matrix) -> list[str]:
     return out
 
 
+def misplaced_versions(entry: Entry, family: Callable[[str], set[str]]) -> list[str]:
+    """A files table's versions on the wrong side of the entry's own bound on that package (or its lockstep family):
+    an affected version outside it, a fixed one inside it. Checks that hold there prove the opposite of the claim."""
+    if not entry.files or entry.withdrawn:
+        return []
+    bounds = [*bounds_of(entry).items(), *bounds_of(entry, "constraints").items()]
+    out = []
+    for table in parse_files_tables(entry.files, entry.id):
+        for package, bound in ((p, b) for p, b in bounds if table.package in family(p)):
+            out += [f"files.affected {v} is outside the entry's bound {package} {bound}" for v in table.affected if version_in(v, bound) is False]
+            out += [f"files.fixed {v} is inside the entry's bound {package} {bound}" for v in table.fixed if version_in(v, bound) is True]
+    return out
+
+
+def misplaced_proofs(matrix: Matrix) -> list[str]:
+    return [f"{e.file}: entry {e.id}: {why}: its file checks would prove another range than its bound"
+            for e in matrix.entries for why in misplaced_versions(e, matrix.tracking.family)]
+
+
+def bounds_doc_problem(doc: dict[str, object]) -> str | None:
+    """Where a bounds document is not of the shape held_outside reads (None when it is): each of `bounds` an object,
+    its `runs` objects, their `checks` objects whose `check` is a string."""
+    bounds = doc.get("bounds", [])
+    if not isinstance(bounds, list):
+        return "field 'bounds' must be a list"
+    for i, bound in enumerate(bounds):
+        runs = bound.get("runs", []) if isinstance(bound, dict) else None
+        if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+            return f"field 'bounds[{i}]' must be an object whose 'runs' is a list of objects"
+        for j, run in enumerate(runs):
+            checks = run.get("checks", [])
+            if not isinstance(checks, list) or not all(isinstance(c, dict) and isinstance(c.get("check", ""), str) for c in checks):
+                return f"field 'bounds[{i}].runs[{j}].checks' must be a list of objects whose 'check' is a string"
+    return None
+
+
 def held_outside(matrix: Matrix, bounds_doc: dict[str, Any]) -> list[str]:
     """From a bounds document: `checked` entries whose differing checks all held on a release outside the bound."""
     out = []
@@ -192,7 +230,7 @@ def problems(matrix: Matrix, bounds_doc: dict[str, Any] | None = None) -> tuple[
     is no problem of its own, so the count says 100, not 101."""
     conflicts = remedy_conflicts(matrix)
     unlisted = conflicts.pop() if len(conflicts) > MAX_CONFLICTS else ""
-    return [*conflicts, *unbracketed_checked(matrix), *(held_outside(matrix, bounds_doc) if bounds_doc else [])], unlisted
+    return [*conflicts, *unbracketed_checked(matrix), *misplaced_proofs(matrix), *(held_outside(matrix, bounds_doc) if bounds_doc else [])], unlisted
 
 
 class ReportDelay(TypedDict):

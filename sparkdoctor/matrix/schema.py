@@ -20,7 +20,7 @@ from sparkdoctor.matrix.model import (
     Stack,
 )
 from sparkdoctor.matrix.verify_table import parse_verify_table
-from sparkdoctor.matrix.versions import spec_problem
+from sparkdoctor.matrix.versions import shown, spec_problem
 from sparkdoctor.names import name_problem
 
 _ENTRY_REQUIRED = {"id": str, "title": str, "severity": str, "action": str, "summary": str, "remedy": str, "when": dict, "refs": list}
@@ -32,7 +32,11 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _STACK_REQUIRED = {"id": str, "title": str, "packages": dict, "refs": list}
 _STACK_OPTIONAL = {"env": dict, "driver": str, "notes": str, "python": str, "image_only": str}
 PROBE_OUTCOMES = ("ok", "fail", "refused", "crash", "error")
-_URL = re.compile(r"https?://\S+")
+# An http(s) URL of RFC 3986's characters only: a ref is drawn inside `<...>` (markdown, SARIF help), so `<`, `>`,
+# quotes, spaces and control characters would end the link and start markup (`>[x](javascript:...)`, raw HTML).
+_URL_CHARS = r"A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%"
+_URL = re.compile(rf"https?://[A-Za-z0-9][{_URL_CHARS}]*")
+_NOT_URL_CHAR = re.compile(rf"[^{_URL_CHARS}]")
 # What `justifies` may name: a serving flag (--name), or an env var (NAME, or NAME=value for one value).
 JUSTIFIES_RE = re.compile(r"--[a-z0-9][a-z0-9-]*|[A-Z_][A-Z0-9_]*(=\S+)?")
 
@@ -69,7 +73,16 @@ def _check_refs(refs: list, label: str) -> None:
         raise MatrixError(f"{label}: field 'refs' needs at least one citation")
     for ref in refs:
         if not isinstance(ref, str) or not _URL.fullmatch(ref):
-            raise MatrixError(f"{label}: field 'refs' has {ref!r}, which is not a URL")
+            raise MatrixError(f"{label}: field 'refs' has {shown(ref)!r}, which is not a URL{_url_problem(ref)}")
+
+
+def _url_problem(ref: object) -> str:
+    """Where a string that starts like a URL stops being one ("" for anything else)."""
+    start = re.match(r"https?://", ref) if isinstance(ref, str) else None
+    if start is None or not isinstance(ref, str):
+        return ""
+    bad = _NOT_URL_CHAR.search(ref, start.end())
+    return "" if bad is None else f": character {bad.group()!r} at {bad.start() + 1} (percent-encode it)"
 
 
 def _check_verified_by(vb: Mapping[str, object] | None, probes: frozenset[str], label: str) -> None:

@@ -12,6 +12,9 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 SHOWN_CHARS = 40
+# Clauses one specifier may have: the longest bundled one has 4 (">=0.24.0,!=0.25.*,!=0.26.*,<0.28.0"). `matrix validate`
+# compares two entries' ranges at every bound of both, so two specifiers of 20,000 clauses kept it busy for minutes.
+MAX_CLAUSES = 32
 
 
 def spec(text: str) -> SpecifierSet:
@@ -56,6 +59,8 @@ def spec_problem(value: object) -> str | None:
         parsed = spec(value)
     except InvalidSpecifier:
         return f"invalid PEP 440 specifier {shown(value)!r}"
+    if len(parsed) > MAX_CLAUSES:
+        return f"specifier {shown(value)!r} has {len(parsed):,} clauses; at most {MAX_CLAUSES} are read"
     for one in parsed:
         if one.operator == "===":  # arbitrary equality compares strings
             continue

@@ -19,6 +19,7 @@ from typing import Protocol
 from packaging.version import Version
 
 from sparkdoctor.matrix import Entry
+from sparkdoctor.matrix.consistency import misplaced_versions
 from sparkdoctor.matrix.file_checks import (
     CUBIN_KINDS,
     FileCheck,
@@ -248,7 +249,7 @@ def table_for(entry: Entry, family: set[str] | frozenset[str]) -> FilesTable | N
     return next((t for t in tables_of(entry) if t.package in family), None) if entry.files else None
 
 
-def verify_files(entry: Entry, log: Log | None = None) -> FileResult:
+def verify_files(entry: Entry, log: Log | None = None, family: Callable[[str], set[str]] | None = None) -> FileResult:
     tables = tables_of(entry)
     package = ", ".join(t.package for t in tables)
     runs: list[VersionRun] = []
@@ -267,6 +268,9 @@ def verify_files(entry: Entry, log: Log | None = None) -> FileResult:
         caveat = f" ({FAMILY_CAVEAT})" if any(c.kind in CUBIN_KINDS for c in table.checks) else ""
         why.append((f"{table.package}: " if len(tables) > 1 else "") + f"{n} check{'s' * (n != 1)} hold on {', '.join(table.affected)}"
                    + (f" and not on {', '.join(table.fixed)}" if table.fixed else "") + caveat)
+    misplaced = misplaced_versions(entry, family or (lambda p: {p}))
+    if misplaced:  # the checks held as the table says, on versions the entry's own bound puts on the other side
+        return FileResult(entry.id, package, "contradicted", "; ".join(misplaced), runs)
     return FileResult(entry.id, package, "confirmed", "; ".join(why), runs)
 
 

@@ -139,7 +139,7 @@ def entry_checks(matrix: Matrix, entry_id: str | None, keep: bool, kind: str) ->
     log = terminal_log()
     started = time.monotonic()
     results: list[Result | FileResult] = [*verify.verify(specs, keep=keep, log=log)] if specs else []
-    results += [verify_files(e, log) for e in chosen if want_files and e.files]
+    results += [verify_files(e, log, matrix.tracking.family) for e in chosen if want_files and e.files]
     return EntryChecks(results, time.monotonic() - started)
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from sparkdoctor import proc
 from sparkdoctor.matrix import Stack
 from sparkdoctor.unreachable import index_unreachable
-from sparkdoctor.verify.venvs import pip_error
+from sparkdoctor.verify.venvs import bounded_pip, pip_error
 
 RESOLVE_TIMEOUT = 600.0
 DEFAULT_PYTHON = "3.12"
@@ -48,7 +48,7 @@ def requirements(stack: Stack) -> list[str]:
 
 
 def dry_run_argv(reqs: list[str], python: str, report: Path) -> list[str]:
-    argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "install", "--dry-run",
+    argv = [*bounded_pip(sys.executable), "--disable-pip-version-check", "--no-input", "install", "--dry-run",
             "--ignore-installed", "--report", str(report), "--only-binary", ":all:", "--python-version", python, "--implementation", "cp",
             # pip before 23.1 takes platform options only with --target (nothing is installed: --dry-run)
             "--target", str(report.parent / "target")]
@@ -62,7 +62,7 @@ def resolve(stack: Stack) -> StackResult:
         return StackResult(stack.id, python, "image-only", f"marked image_only: {stack.image_only}")
     with tempfile.TemporaryDirectory(prefix="sparkdoctor-stack-") as tmp:
         report = Path(tmp) / "report.json"
-        env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
+        env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "TMPDIR": tmp}  # a wheel pip downloads for its metadata: here
         result = proc.run(dry_run_argv(requirements(stack), python, report), timeout=RESOLVE_TIMEOUT, env=env)
         if result.ok and report.is_file():
             try:
@@ -73,7 +73,7 @@ def resolve(stack: Stack) -> StackResult:
             picked = ", ".join(f"{n} {got[n]}" for n in sorted(got) if n in {k.lower() for k in stack.packages})
             return StackResult(stack.id, python, "resolves", f"pip resolves {len(got)} distributions for linux aarch64, CPython {python}: {picked}", got)
         if result.timed_out or result.start_error or result.signal:
-            return StackResult(stack.id, python, "error", result.describe_failure())
+            return StackResult(stack.id, python, "error", pip_error(result))
         why = conflict(result)
         unreachable = index_unreachable(f"{result.stderr}\n{result.stdout}")
         if unreachable and not why.startswith("conflict:"):  # no release seen is no release missing

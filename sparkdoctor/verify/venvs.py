@@ -11,7 +11,9 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +26,28 @@ from sparkdoctor.matrix.verify_table import Env
 PIP_TIMEOUT = 1800.0
 VENV_TIMEOUT = 300.0
 READY = ".sparkdoctor-ready"
+# The most pip may write to one file while `matrix verify` downloads or installs (RLIMIT_FSIZE; pip dies by SIGXFSZ
+# past it). Every file of a released wheel is far smaller (a whole torch wheel: ~1 GB); an index that answers with an
+# endless wheel wrote 115 MB/s into a temp folder until the download's time limit (900 s: ~100 GB).
+FILE_LIMIT = 8 * 1024**3
+# The address space of a pip that only reads an index page (`pip index versions`, RLIMIT_AS): it holds the page whole,
+# and an endless one grew it by 130 MB/s until its 120 s limit; the real pages of torch and vllm need about 55 MB.
+INDEX_MEMORY = 1024**3
+_BOUNDED_PIP = ("import resource, runpy, signal, sys; n, m = int(sys.argv.pop(1)), int(sys.argv.pop(1)); "
+                "resource.setrlimit(resource.RLIMIT_FSIZE, (n, n)); m and resource.setrlimit(resource.RLIMIT_AS, (m, m)); "
+                "signal.signal(signal.SIGXFSZ, signal.SIG_DFL); sys.argv[0] = 'pip'; runpy.run_module('pip', run_name='__main__', alter_sys=True)")
+
+
+def bounded_pip(python: str | Path, memory: int = 0) -> list[str]:
+    """`python -m pip` whose every written file stops at FILE_LIMIT bytes (and its address space at `memory`, if given)."""
+    return [str(python), "-c", _BOUNDED_PIP, str(FILE_LIMIT), str(memory)]
+
+
+def run_pip(argv: list[str], timeout: float, beside: Path) -> proc.ProcResult:
+    """Run pip with its temporary files in a folder of its own beside `beside`, removed after: a pip stopped at
+    FILE_LIMIT (or at its timeout) leaves its partial download there, never gigabytes in the system's /tmp."""
+    with tempfile.TemporaryDirectory(prefix=".pip-", dir=beside, ignore_cleanup_errors=True) as scratch:
+        return proc.run(argv, timeout=timeout, env={**os.environ, "TMPDIR": scratch})
 
 
 class BuildError(SparkdoctorError, RuntimeError):
@@ -60,7 +84,7 @@ def ensure_venv(root: Path, env: Env, log: Callable[[str], None] | None = None) 
         if not made.ok:
             raise BuildError(f"python -m venv failed: {made.describe_failure()}")
         for step in env.steps:
-            result = proc.run(pip_install(python, step), timeout=PIP_TIMEOUT)
+            result = run_pip(pip_install(python, step), PIP_TIMEOUT, root)
             if not result.ok:
                 shutil.rmtree(venv, ignore_errors=True)
                 raise BuildError(f"pip install {' '.join(step)} failed: {pip_error(result)}")
@@ -82,7 +106,7 @@ def own_pip() -> bool:
 
 def pip_install(python: Path, step: tuple[str, ...]) -> list[str]:
     # sparkdoctor's own pip installs into the scratch venv (pip --python): no pip bootstrap per venv.
-    pip = [sys.executable, "-m", "pip", "--python", str(python)] if own_pip() else [str(python), "-m", "pip"]
+    pip = [*bounded_pip(sys.executable), "--python", str(python)] if own_pip() else bounded_pip(python)
     # the step's options (verify_table.ALLOWED_OPTIONS), then `--`: a requirement is never read as an option
     options, reqs = [a for a in step if a.startswith("-")], [a for a in step if not a.startswith("-")]
     # wheels only: an sdist's build backend is code from the index, and a matrix can come from someone else
@@ -90,8 +114,12 @@ def pip_install(python: Path, step: tuple[str, ...]) -> list[str]:
 
 
 def pip_error(result: proc.ProcResult) -> str:
+    if result.signal == signal.SIGXFSZ and not result.timed_out:
+        return f"pip wrote a file past {FILE_LIMIT:,} bytes and was stopped (no released wheel file is that large: the index's answer is not one)"
     if result.timed_out or result.start_error or result.signal:
         return result.describe_failure()
+    if "MemoryError" in (result.stderr or ""):
+        return "pip ran out of the memory it may use and was stopped (an index page that large is not one)"
     lines = [x.strip() for x in (result.stderr or result.stdout).splitlines() if x.strip()]
     errors = [x for x in lines if x.startswith("ERROR")]
     return (errors or lines or ["no output"])[-1][:400]

@@ -24,7 +24,8 @@ from sparkdoctor.locations import cache_dir
 from sparkdoctor.released.cubins import CubinError, list_archs, zip_chunks
 from sparkdoctor.released.elf import ElfError
 from sparkdoctor.released.strings import is_library, library_text
-from sparkdoctor.verify.venvs import pip_error
+from sparkdoctor.released.wheel import MEMBER_LIMIT
+from sparkdoctor.verify.venvs import INDEX_MEMORY, bounded_pip, pip_error, run_pip
 
 DOWNLOAD_TIMEOUT = 900.0
 INDEX_TIMEOUT = 120.0
@@ -65,9 +66,9 @@ def wheel(package: str, version: str, root: Path | None = None) -> Path:
         found = _cached(root, name, version)
         if found:
             return found
-        argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q", "download",
+        argv = [*bounded_pip(sys.executable), "--disable-pip-version-check", "--no-input", "-q", "download",
                 "--no-deps", "--only-binary=:all:", "-d", str(root), "--", _exactly(name, version)]
-        result = proc.run(argv, timeout=DOWNLOAD_TIMEOUT)
+        result = run_pip(argv, DOWNLOAD_TIMEOUT, root)
         found = _cached(root, name, version)
         if found is None:
             why = pip_error(result) if not result.ok else "pip downloaded no wheel"
@@ -78,7 +79,8 @@ def wheel(package: str, version: str, root: Path | None = None) -> Path:
 @lru_cache(maxsize=32)
 def released_versions(package: str) -> tuple[str, ...]:
     """Every released version of `package` on the registry, oldest first (pre-releases left out)."""
-    argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "index", "versions", "--", canonicalize_name(package)]
+    argv = [*bounded_pip(sys.executable, INDEX_MEMORY), "--disable-pip-version-check", "--no-input", "index", "versions", "--",
+            canonicalize_name(package)]
     result = proc.run(argv, timeout=INDEX_TIMEOUT)
     line = next((x for x in (result.stdout or "").splitlines() if x.startswith("Available versions:")), None)
     if line is None:
@@ -123,12 +125,21 @@ class WheelFiles:
         if name not in self._text:
             try:
                 library = library_text(iter(zip_chunks(self._zip, name))) if is_library(name) else None
-                self._text[name] = library if library is not None else self._zip.read(name).decode("utf-8", errors="replace")
+                self._text[name] = library if library is not None else self._member(name).decode("utf-8", errors="replace")
             except ElfError as exc:
                 raise WheelError(f"{self.path.name}: {name}: {exc}") from None
             except (OSError, zipfile.BadZipFile, KeyError) as exc:
                 raise WheelError(f"{self.path.name}: cannot read {name}: {exc}") from None
         return self._text[name]
+
+    def _member(self, name: str) -> bytes:
+        """A member whole, judged by the size the central directory gives before it is inflated (a 7 MB wheel held
+        1.5 GB of one deflated member, read whole into 3 GB of memory); inflating never passes that size."""
+        info = self._zip.getinfo(name)
+        if info.file_size > MEMBER_LIMIT:
+            raise WheelError(f"{self.path.name}: member {name} is {info.file_size:,} bytes, over the {MEMBER_LIMIT:,}-byte limit")
+        with self._zip.open(info) as member:
+            return member.read(MEMBER_LIMIT + 1)
 
     def close(self) -> None:
         self._zip.close()
