@@ -52,7 +52,7 @@ from typing import Any, TypedDict
 
 from sparkdoctor.errors import InputError
 from sparkdoctor.files import write_text
-from sparkdoctor.inputs import STREAM_BYTES, read_text
+from sparkdoctor.inputs import STREAM_BYTES, NonFinite, loads_finite, read_text
 from sparkdoctor.names import canonicalize_name
 from sparkdoctor.text import one_line
 
@@ -208,9 +208,11 @@ class Facts:
         except UnicodeDecodeError as exc:
             raise FactsError(f"{path}: not UTF-8 text (byte {exc.start})") from None
         try:
-            data = json.loads(text)
+            data = loads_finite(text)
         except json.JSONDecodeError as exc:
             raise FactsError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        except NonFinite as exc:  # no reading carries one, and `check --facts --format json` would print it as non-JSON
+            raise FactsError(f"{path}: not a snapshot: the number {exc} is not finite") from None
         except (ValueError, RecursionError) as exc:  # a 5,000-digit number; nesting deeper than Python's stack
             raise FactsError(f"{path}: not a snapshot: {str(exc)[:200]}") from None
         return cls.from_dict(_snapshot_in(data, path), source=str(path))

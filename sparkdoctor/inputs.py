@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
+import math
 import os
 import select
 import stat
 import time
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from sparkdoctor import proc
 
@@ -173,3 +175,24 @@ def _read_pipe(fd: int, max_bytes: int | None) -> bytes:
             raise TooBig(limit)
         if proc.time_left() is None and time.monotonic() > end:  # a writer that never pauses
             _wait(poller, end)
+
+
+class NonFinite(ValueError):
+    """NaN, Infinity or a number past a float's range (1e999) in JSON: Python reads them, strict JSON has none."""
+
+
+def _non_finite(constant: str) -> float:
+    raise NonFinite(constant)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NonFinite(text[:40])
+    return value
+
+
+def loads_finite(text: str | bytes) -> Any:
+    """json.loads that raises NonFinite on NaN, Infinity and 1e999: what sparkdoctor reads, it may write again
+    as `--format json`, which is strict."""
+    return json.loads(text, parse_constant=_non_finite, parse_float=_finite_float)

@@ -75,6 +75,19 @@ def test_malformed_snapshot_names_file_and_field(tmp_path, content, message):
     assert str(path) in str(err.value) and message in str(err.value)
 
 
+@pytest.mark.parametrize("number", ["Infinity", "-Infinity", "NaN", "1e999"])
+def test_a_snapshot_with_a_non_finite_number_is_refused_in_one_line(tmp_path, number):
+    """Python's json reads NaN, Infinity and 1e999; `check --facts X --format json` then printed them back as
+    `Infinity`, which no strict JSON reader takes (found by the fuzz suite under load)."""
+    path = tmp_path / "snap.json"
+    f = sample()
+    f.save(path)
+    path.write_text(path.read_text().replace('"gpu": 3.0', f'"gpu": {number}'))
+    with pytest.raises(FactsError) as err:
+        Facts.load(path)
+    assert str(err.value) == f"{path}: not a snapshot: the number {number} is not finite"
+
+
 def test_missing_snapshot(tmp_path):
     with pytest.raises(FactsError, match="cannot read snapshot"):
         Facts.load(tmp_path / "nope.json")

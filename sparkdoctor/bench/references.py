@@ -101,7 +101,7 @@ def load(path: Path, prompts: Sequence[str] = ()) -> tuple[list[Answer] | None, 
     to score for `prompts` (the current probe set: a reference without an answer for each of them)."""
 
     try:
-        doc = json.loads(inputs.read_text(path, MAX_REFERENCE), parse_constant=_refuse_constant)
+        doc = inputs.loads_finite(inputs.read_text(path, MAX_REFERENCE))
         if not isinstance(doc, dict):
             return None, f"{path}: unreadable reference (a JSON {type(doc).__name__}, not an object)"
         if doc.get("reference_version") != REFERENCE_VERSION or not isinstance(doc.get("answers"), list):
@@ -111,6 +111,8 @@ def load(path: Path, prompts: Sequence[str] = ()) -> tuple[list[Answer] | None, 
         return None, None
     except OSError as exc:
         return None, f"{path}: unreadable reference ({exc.strerror or type(exc).__name__})"
+    except inputs.NonFinite as exc:  # NaN, Infinity, 1e999
+        return None, f"{path}: unreadable reference (answer value {exc} is not a finite number)"
     except (ValueError, TypeError, AttributeError, RecursionError) as exc:
         why = str(exc) if isinstance(exc, ValueError) and str(exc).startswith("answer ") else type(exc).__name__
         return None, f"{path}: unreadable reference ({why})"
@@ -122,10 +124,6 @@ def load(path: Path, prompts: Sequence[str] = ()) -> tuple[list[Answer] | None, 
         return None, (f"{path}: the reference has nothing to score for this probe set ({what}); make one by "
                       f"benching a known-good server with --reference")
     return answers, None
-
-
-def _refuse_constant(name: str) -> float:
-    raise ValueError(f"answer value {name} is not a finite number")
 
 
 def save(path: Path, answers: list[Answer], meta: Mapping[str, object]) -> None:

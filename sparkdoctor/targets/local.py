@@ -10,8 +10,6 @@ nothing downstream changes.
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import os
 import re
 import shlex
@@ -24,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
+from sparkdoctor.inputs import NonFinite, loads_finite
 from sparkdoctor.locations import data_dir
 from sparkdoctor.targets.interface import FileTransport, Target, TargetError  # noqa: F401 (re-exported)
 
@@ -268,7 +267,7 @@ def parse_json_probe(target: Target, script: Path, result: proc.ProcResult) -> d
         raise TargetError(f"probe {name} in {target.describe().get('python')}: {result.describe_failure()}")
     lines = result.stdout.strip().splitlines()
     try:
-        data = json.loads(lines[-1], parse_constant=_non_finite, parse_float=_finite_float) if lines else None
+        data = loads_finite(lines[-1]) if lines else None
     except NonFinite as exc:  # NaN, Infinity, 1e999: no reading a report can carry (--format json is strict)
         raise TargetError(f"probe {name} printed JSON with a non-finite number: {exc}") from None
     except (ValueError, RecursionError):  # also a number past int()'s digit limit; arrays in arrays thousands deep
@@ -280,21 +279,6 @@ def parse_json_probe(target: Target, script: Path, result: proc.ProcResult) -> d
     if not isinstance(data, dict):
         raise TargetError(f"probe {name} printed JSON that is not an object")
     return data
-
-
-class NonFinite(ValueError):
-    pass
-
-
-def _non_finite(constant: str) -> float:
-    raise NonFinite(constant)
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise NonFinite(text[:40])
-    return value
 
 
 def _refuse_too_old(target: Target, result: proc.ProcResult) -> None:
