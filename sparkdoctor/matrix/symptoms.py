@@ -16,6 +16,7 @@ Pure functions over strings and entries; nothing here reads files or the environ
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -141,12 +142,26 @@ def match_line(line: str, entries: Iterable[Entry]) -> list[SymptomMatch]:
 
 
 def line_hits(line: str, entries: Iterable[E]) -> list[tuple[E, str, str]]:
-    """(entry, symptom, "exact" | "tolerant") for each entry whose symptom appears in one log line; one per entry."""
+    """(entry, symptom, "exact" | "tolerant") for each entry whose symptom appears in one log line; one per entry.
+
+    A line that holds none of the entries' gate pieces (see _gate) holds none of their symptoms and is turned away
+    without more: the serve log scanner reads every line a server prints, and normalising each one and comparing it
+    with every symptom cost 0.3 ms a 1 KB line (a server printing 100 MB waited 113 s on its full pipe)."""
+    rows, pieces = _index(entries)
+    if pieces is not None and "\x1b" not in line:
+        bare = "".join(line.lower().replace("\x00", "\ufffd").split())  # str.split's whitespace is \s's
+        if not any(map(bare.__contains__, pieces)):
+            return []
+    return _line_hits(line, rows)
+
+
+def _line_hits(line: str, rows: list[tuple[E, str, str]]) -> list[tuple[E, str, str]]:
+    """line_hits() without the gate: every symptom compared with the line."""
     clean = strip_ansi(line).strip()
     norm = None
     found: list[tuple[E, str, str]] = []
     seen: set[str] = set()
-    for entry, symptom, sym_norm in _symptoms(entries):
+    for entry, symptom, sym_norm in rows:
         if entry.id in seen:
             continue
         if symptom in line or symptom in clean:
@@ -159,6 +174,51 @@ def line_hits(line: str, entries: Iterable[E]) -> list[tuple[E, str, str]]:
             found.append((entry, symptom, "tolerant"))
             seen.add(entry.id)
     return found
+
+
+_Index = tuple[list[tuple[E, str, str]], "tuple[str, ...] | None"]
+_INDEXES: list[tuple[list[object], tuple[object, object]]] = []  # the last few entry lists, newest last
+GATE_CHARS = 24  # of a symptom, at most, in its gate piece
+
+
+def _index(entries: Iterable[E]) -> _Index[E]:
+    """The entries' symptom rows and gate, built once per list of entries (the scanner passes the same list for
+    every line). A list of the very objects of a kept one is the same entries: an entry is not changed while lines
+    are matched against it."""
+    listed = list(entries)
+    for kept, index in _INDEXES:
+        if len(kept) == len(listed) and all(map(operator.is_, kept, listed)):
+            return index  # type: ignore[return-value]
+    rows = _symptoms(listed)
+    index = (rows, _gate(rows))
+    _INDEXES.append((listed, index))  # type: ignore[arg-type]
+    del _INDEXES[:-8]
+    return index
+
+
+def _gate(rows: Iterable[tuple[object, str, str]]) -> tuple[str, ...] | None:
+    """Pieces, one of which is in `bare` (a line without an escape character, lower-cased, its NULs read as U+FFFD,
+    its whitespace removed) whenever the line holds a symptom of `rows`, exactly or tolerantly; None when a symptom
+    gives no piece (every line is then compared with every symptom).
+
+    A symptom's piece is the longest literal run of its normal form (between the path and number tokens), less the
+    first character of the first run (it may stand on a token's letter, `\\x00n`), cut at Greek sigmas (the one
+    letter whose lower case depends on its neighbours). Tolerant: each character of a run is a character of the
+    lower-cased line that no path or number took, with only whitespace between two of them, so the run is in `bare`.
+    Exact: the symptom, lower-cased and without whitespace, is in `bare`, and so is every run of its normal form.
+    A symptom too short for the tolerant pass gives its lower-cased form without whitespace, cut the same way."""
+    pieces: set[str] = set()
+    for _, symptom, sym_norm in rows:
+        if _tolerant_ok(sym_norm):
+            runs = re.split("\x00[pn]", sym_norm)
+            runs[0] = runs[0][1:]
+        else:
+            runs = [_SPACE.sub("", symptom.lower().replace("\x00", "\ufffd"))]
+        piece = max((cut for run in runs for cut in re.split("[σς]", run)), key=len)[:GATE_CHARS]
+        if not piece:
+            return None
+        pieces.add(piece)
+    return tuple(sorted(pieces, key=len, reverse=True))
 
 
 def match_text(text: str, entries: Iterable[Entry]) -> list[SymptomMatch]:
