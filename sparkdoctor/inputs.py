@@ -29,7 +29,7 @@ import select
 import stat
 import time
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from sparkdoctor import proc
 
@@ -192,7 +192,7 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def loads_finite(text: str | bytes) -> Any:
+def loads_finite(text: str | bytes) -> object:
     """json.loads that raises NonFinite on NaN, Infinity and 1e999: what sparkdoctor reads, it may write again
     as `--format json`, which is strict."""
     return json.loads(text, parse_constant=_non_finite, parse_float=_finite_float)
