@@ -84,11 +84,7 @@ def limit(root, pid="self"):
             limits = [n for n in (_count(_small(os.path.join(folder, name))) for name in names) if n is not None]
             if not limits or min(limits) >= (NO_LIMIT if total is None else min(NO_LIMIT, total * 1024)):
                 continue  # a v1 "no limit" is a huge number: anything past MemTotal is none
-            used = None
-            for leaf in ("memory.current", "memory.usage_in_bytes"):
-                used = _count(_small(os.path.join(folder, leaf)))
-                if used is not None:
-                    break
+            used = _used(folder)
             if used is not None:
                 used = max(0, used - _file_cache(folder))
             if best is None or min(limits) - (used or 0) < best["bytes"] - (best["used_bytes"] or 0):
@@ -133,11 +129,7 @@ def containers(root):
                     folder = os.path.join(parent, name)
                     if not match or match.group(1)[:12] in out or not os.path.isdir(folder):
                         continue
-                    used = None
-                    for leaf in ("memory.current", "memory.usage_in_bytes"):
-                        used = _count(_small(os.path.join(folder, leaf)))
-                        if used is not None:
-                            break
+                    used = _used(folder)
                     if used is not None:
                         out[match.group(1)[:12]] = {"id": match.group(1)[:12], "bytes": used, "pids": _procs(folder),
                                                     "cgroup": base + "/" + os.path.relpath(folder, top)}
@@ -153,3 +145,12 @@ def _procs(folder):
             break
         pids += [n for n in map(_count, (_small(os.path.join(here, "cgroup.procs")) or "").split()) if n is not None]
     return pids[:MAX_PIDS]
+
+
+def _used(folder):
+    """The cgroup's memory in use, in bytes (v2 memory.current, v1 memory.usage_in_bytes), or None."""
+    for leaf in ("memory.current", "memory.usage_in_bytes"):
+        used = _count(_small(os.path.join(folder, leaf)))
+        if used is not None:
+            return used
+    return None
