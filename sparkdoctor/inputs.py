@@ -69,6 +69,30 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def kind_of(path: Path | str) -> str:
+    """What `path` is, for a message ("a directory", "a FIFO (named pipe)", "a device", ...; "a link to X, a device" for a
+    link): stat only, nothing is opened."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return f"not readable ({exc.strerror or exc.__class__.__name__})"
+    kind = "a regular file" if stat.S_ISREG(mode) else _kind(mode)
+    return f"a link to {os.path.realpath(path)}, {kind}" if os.path.islink(path) else kind
+
+
+# the kernel's own file systems, whose "regular files" are interfaces (/dev is not here: its devices are refused by what
+# they are, and /dev/shm holds real files, models copied there among them)
+KERNEL_TREES = ("/proc", "/sys")
+
+
+def kernel_file(path: Path | str) -> str | None:
+    """Where `path` really is when that is inside /proc or /sys (a kernel interface, however it is named or linked:
+    /proc/self/environ, /proc/kmsg, whose read waits for the next kernel message), else None. Follows links; opens
+    nothing."""
+    real = os.path.realpath(path)
+    return real if any(real == tree or real.startswith(tree + "/") for tree in KERNEL_TREES) else None
+
+
 def _open(path: Path) -> tuple[int, os.stat_result]:
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sparkdoctor.inputs import kernel_file, kind_of
 from sparkdoctor.locations import data_dir
 from sparkdoctor.recipes import eugr, ours, sparkrun
 from sparkdoctor.recipes.model import Recipe, RecipeError
@@ -37,9 +38,11 @@ def find(path_or_name: str | Path) -> Path:
     """The file a recipe argument names; RecipeError saying where it looked."""
     given = Path(path_or_name)
     if given.is_file():
+        if (real := kernel_file(given)) is not None:  # /proc/kmsg is a "regular file" whose read waits for the kernel
+            raise RecipeError(f"{given}: {real} is a kernel file, not a recipe file (name a .toml or .yaml file)")
         return given
-    if given.exists():
-        raise RecipeError(f"{given}: not a recipe file")
+    if given.exists():  # a directory, a FIFO, a device (a link to /dev/zero): said, never opened
+        raise RecipeError(f"{given}: {kind_of(given)}, not a recipe file (name a .toml or .yaml file)")
     text = str(path_or_name)
     if "/" not in text and text not in ("", ".", ".."):
         root = shipped_dir()

@@ -88,6 +88,15 @@ class Recipe:
         if self.container is not None and self.container.lstrip().startswith("-"):
             raise RecipeError(f"{self.source_path}: container {self.container[:80]!r} is not an image name (it reads as "
                               "an option of the container CLI)")
+        # a NUL (YAML's "\0", TOML's "\u0000") ends a C string: no program can be given it, and the launch stopped on
+        # Python's "embedded null byte" after the recipe had been read and shown as if it could run
+        where = next((f"argument {i + 1} of the command ({str(a)[:60]!r})" for i, a in enumerate(self.argv) if "\0" in str(a)), None)
+        where = where or next((f"env {str(k)[:40]!r}" for k, v in self.env.items() if "\0" in str(k) + str(v)), None)
+        if where is None and self.container is not None and "\0" in self.container:
+            where = "the container image"
+        if where is not None:
+            raise RecipeError(f"{self.source_path}: {where} holds a NUL byte (\\0), which no program, variable or image name "
+                              "can hold: remove it")
 
     def mods(self) -> list[str]:
         """The mod paths the recipe names (its `mods` or `patches`), as written."""

@@ -224,6 +224,11 @@ def apply_overrides(params: dict[str, str], env: dict[str, str], sources: dict[s
             name = raw_key[4:]
             if not name:
                 raise RecipeError(f"{where}: --set {raw_key}: name the variable (env.NAME=value)")
+            if not ENV_NAME.fullmatch(name):  # as string_map checks the recipe's own env block
+                raise RecipeError(f"{where}: --set {raw_key[:84]!r}: {name[:80]!r} is not an environment variable name "
+                                  "(letters, digits, _)")
+            if "\0" in value:
+                raise RecipeError(f"{where}: --set {raw_key[:84]}: the value holds a NUL byte, which no environment variable can")
             env[name] = value
             sources[f"env:{name}"] = "--set"
             continue
@@ -282,6 +287,7 @@ def string_map(value: object, where: str, field: str) -> dict[str, str]:
     return out
 
 
+# an environment variable's name, as a recipe's env block and `--set env.NAME=value` must spell it
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 

@@ -46,6 +46,16 @@ VLLM_FLAGS = {
 # VLLM_BOOL_FLAGS at SPARKRUN_COMMIT. enable_auto_tool_choice is listed there but is not a key of the map,
 # so sparkrun never emits it from defaults; sparkdoctor does the same and says so.
 BOOL_FLAGS = {"enforce_eager", "enable_prefix_caching", "trust_remote_code", "enable_auto_tool_choice"}
+# What sparkrun's other runtimes build when a recipe has no command, and why sparkdoctor does not copy it.
+# runtimes/sglang.py _build_base_command: at SPARKRUN_COMMIT `python3 -m sglang.launch_server --model-path MODEL` plus
+# its 16-key _SGLANG_FLAG_MAP; later releases `sglang serve --model-path MODEL`, a map of over 40 keys and --dp-size by
+# launch topology. One recipe file, two commands, and sparkdoctor's checks know vLLM's flags only.
+_OTHER_RUNTIME = "sparkrun's runtime for it builds that runtime's own command, which sparkdoctor does not copy;"
+_BUILT_ELSEWHERE = {
+    "sglang": ("sparkrun builds SGLang's from its own flag map, which changes between its releases (`python3 -m "
+               "sglang.launch_server --model-path MODEL ...` in 0.2.40, `sglang serve --model-path MODEL ...` later), so "
+               "the same recipe launches different commands;"),
+}
 _RAY_BACKEND = re.compile(r"--distributed-executor-backend\s+ray\b")  # core/recipe.py _RAY_BACKEND_RE
 
 
@@ -120,7 +130,8 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
     else:
         if variant not in ("vllm-distributed", "vllm-ray"):
             raise RecipeError(f"{where}: field 'command' is missing and runtime {runtime!r} has no command sparkdoctor "
-                              "can build (it builds vLLM's, as sparkrun's vLLM runtimes do)")
+                              f"can build: {_BUILT_ELSEWHERE.get(variant, _OTHER_RUNTIME)} sparkdoctor builds vLLM's only "
+                              "(sparkrun's vLLM runtimes); write the server's command in the recipe's `command:` field")
         argv, dropped, shell = _generate(model, config, variant, where)
         if shell:
             warnings.append(resolve.shell_line_warning(path.name, "the command sparkrun builds from defaults", shell))

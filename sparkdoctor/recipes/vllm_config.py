@@ -12,7 +12,8 @@ vLLM 0.32's FlexibleArgumentParser (vllm/utils/argparse_utils.py: `parse_args`, 
     the file (argparse keeps the last), and the file over vLLM's defaults.
 
 vLLM opens a relative path from the directory it is started in; sparkdoctor reads it from the recipe's folder, where a
-recipe's runner is started. Nothing here runs vLLM or imports it.
+recipe's runner is started. A container recipe's absolute path names a file of its image: it is never read from this
+machine. Nothing here runs vLLM or imports it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkdoctor.inputs import kernel_file
 from sparkdoctor.recipes.model import Recipe, RecipeError
 from sparkdoctor.recipes.yamlsafe import read_yaml
 
@@ -64,6 +66,10 @@ def serve_config(recipe: Recipe) -> ServeConfig | None:
     if written.split(".")[-1] not in ("yaml", "yml"):
         return ServeConfig(written, path, problem=f"--config {written}: vLLM reads only a .yaml or .yml config file and "
                            "refuses to start with another", fatal=True)
+    if recipe.container and Path(written).is_absolute():
+        # the server opens it inside its image: a file of that name on this machine is another file (or a secret)
+        return ServeConfig(written, path, problem=f"--config {written}: read inside the container {recipe.container}, from "
+                           "its image, not from this machine: its options are not judged")
     try:
         missing = not path.exists() and not path.is_symlink()
     except (OSError, ValueError) as exc:  # a name too long for the file system
@@ -75,6 +81,9 @@ def serve_config(recipe: Recipe) -> ServeConfig | None:
             return ServeConfig(written, path, problem=f"--config {written}: not on this machine{where}; it may be inside "
                                f"the container {recipe.container}: its options are not judged")
         return ServeConfig(written, path, problem=f"--config {written}: no such file{where}: vLLM would not start", fatal=True)
+    if (real := kernel_file(path)) is not None:  # /proc/kmsg: a "regular file" whose read waits for the kernel
+        return ServeConfig(written, path, problem=f"--config {written}: {real} is a kernel file, not a config file: vLLM "
+                           "would not start", fatal=True)
     try:
         doc, _ = read_yaml(path, MAX_BYTES)
     except RecipeError as exc:

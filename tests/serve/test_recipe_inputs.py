@@ -134,7 +134,7 @@ def test_a_fifo_named_like_a_recipe_is_refused_without_blocking(tmp_path, name):
     os.mkfifo(tmp_path / name)
     p = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "show", str(tmp_path / name)],
                        capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert p.returncode == 2 and p.stderr.count("\n") == 1 and f"{name}: not a recipe file" in p.stderr, p.stderr
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and f"{name}: a FIFO (named pipe), not a recipe file" in p.stderr, p.stderr
 
 
 def test_recipe_show_has_the_run_wide_time_limit(tmp_path):

@@ -123,5 +123,10 @@ def test_a_served_model_name_default_the_command_lacks_is_appended(tmp_path):
 
 
 def test_real_recipe_without_command_for_another_runtime_is_one_clear_line():
-    with pytest.raises(RecipeError, match=r"styles01-muse-glimmer-30b.yaml: field 'command' is missing and runtime 'sglang'"):
+    """sparkrun builds SGLang's command itself, differently in different releases; sparkdoctor does not copy it, and says
+    why and what to write instead."""
+    with pytest.raises(RecipeError, match=r"styles01-muse-glimmer-30b.yaml: field 'command' is missing and runtime 'sglang'") as info:
         recipes.load(DATA / "styles01-muse-glimmer-30b.yaml")
+    said = str(info.value)
+    assert "python3 -m sglang.launch_server --model-path MODEL" in said and "sglang serve --model-path MODEL" in said
+    assert said.endswith("write the server's command in the recipe's `command:` field") and "\n" not in said
