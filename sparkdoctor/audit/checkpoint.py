@@ -15,7 +15,7 @@ from typing import Any
 
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.safetensors import TensorInfo, read_header
-from sparkdoctor.inputs import read_text
+from sparkdoctor.inputs import kernel_file, read_text
 from sparkdoctor.text import one_line
 
 INDEX = "model.safetensors.index.json"
@@ -35,6 +35,8 @@ MAX_JSON = 64 * 1024 * 1024  # a config or index file; the largest real index (a
 
 
 def read_json(path: Path, required: bool = True) -> dict[str, Any] | None:
+    if (real := kernel_file(path)) is not None:  # a link into /proc or /sys (/proc/self/environ, /proc/kmsg)
+        raise AuditError(f"{path}: {real} is a kernel file, not a checkpoint's JSON file")
     try:  # a regular file only: a FIFO named config.json is refused, never waited on
         text = read_text(path, MAX_JSON)
     except FileNotFoundError:

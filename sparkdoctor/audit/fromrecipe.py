@@ -13,6 +13,7 @@ from typing import Any
 
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.locate import resolve_model
+from sparkdoctor.audit.modelconfig import SERVED_BYTES
 from sparkdoctor.recipes.model import Recipe, vllm_spelling
 from sparkdoctor.recipes.vllm_config import serve_config, served_argv
 
@@ -46,16 +47,27 @@ def vllm_share(text: str) -> float:
     return value
 
 
+def vllm_dtype(text: str) -> str:
+    """--dtype as vLLM's parser takes it (auto or one of SERVED_BYTES, exactly: its ModelDType choices); ValueError
+    otherwise."""
+    if text != "auto" and text not in SERVED_BYTES:
+        raise ValueError(text)
+    return text
+
+
 # option name in AuditOptions -> the vLLM flag a recipe spells it with, and how to read its value
 FLAGS: dict[str, tuple[str, Callable[[str], object]]] = {
     "max_model_len": ("--max-model-len", vllm_model_len),
     "max_num_seqs": ("--max-num-seqs", int),
     "gpu_memory_utilization": ("--gpu-memory-utilization", vllm_share),
     "kv_cache_dtype": ("--kv-cache-dtype", str),
+    "dtype": ("--dtype", vllm_dtype),
 }
 _KINDS = {vllm_model_len: "whole number (or vLLM's 32k / 32K forms, auto)", int: "whole number",
-          vllm_share: "fraction above 0 and at most 1 (vLLM refuses any other)", str: "text"}
-DEFAULTS: dict[str, Any] = {"max_model_len": None, "max_num_seqs": 1, "gpu_memory_utilization": 0.9, "kv_cache_dtype": "auto"}
+          vllm_share: "fraction above 0 and at most 1 (vLLM refuses any other)", str: "text",
+          vllm_dtype: f"dtype vLLM takes (auto, {', '.join(SERVED_BYTES)}; it refuses any other)"}
+DEFAULTS: dict[str, Any] = {"max_model_len": None, "max_num_seqs": 1, "gpu_memory_utilization": 0.9, "kv_cache_dtype": "auto",
+                            "dtype": "auto"}
 # A recipe launches vLLM: what vLLM itself uses when the recipe does not say (max_num_seqs None: its per-GPU
 # default, resolved by the audit once the GPU is known; 0.9 and auto are vLLM's own defaults too).
 RECIPE_DEFAULTS: dict[str, Any] = {**DEFAULTS, "max_num_seqs": None}
@@ -78,7 +90,7 @@ def flag_values(argv: list[str]) -> dict[str, str]:
 
 
 def recipe_settings(recipe: Recipe, explicit: Mapping[str, object]) -> tuple[dict[str, Any], dict[str, str]]:
-    """(values, sources) for the four sizing options: explicit (not None) > the recipe's argv > its `--config` file
+    """(values, sources) for the sizing options (FLAGS): explicit (not None) > the recipe's argv > its `--config` file
     (vLLM puts the file's options before the command line's, so the command line wins) > default. AuditError (one
     line) for a config file vLLM would not start with."""
     config = serve_config(recipe)

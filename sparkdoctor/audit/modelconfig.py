@@ -18,6 +18,8 @@ from sparkdoctor.audit.errors import AuditError
 
 # torch dtype names in configs -> bytes per element
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "fp8": 1, "float8_e4m3fn": 1}
+# vllm serve --dtype's choices other than auto (vllm/config/model.py ModelDType) -> bytes a value
+SERVED_BYTES = {"half": 2, "float16": 2, "bfloat16": 2, "float": 4, "float32": 4}
 
 
 @dataclass
@@ -40,7 +42,7 @@ class ModelShape:
     sliding_window: int | None = None
     kv_latent: int | None = None  # MLA: kv_lora_rank + qk_rope_head_dim cached per token per layer
     state_bytes_per_layer: int = 0  # recurrent state a linear/mamba layer reads per decoded token
-    cast_from: int | None = None  # served=True: the config's float32 width, cast to dtype_bytes by vLLM's --dtype auto
+    cast_from: int | None = None  # served=True: the config's width, cast to dtype_bytes (--dtype auto: float32 to 2 bytes)
 
     def count(self, kind: str) -> int:
         return self.layer_kinds.count(kind)
@@ -80,9 +82,10 @@ def _int(cfg: Mapping[str, object], where: str, *names: str, maximum: int = MAX_
     return value
 
 
-def read_shape(config: Mapping[str, object], path: Path, served: bool = False) -> ModelShape:
-    """The shape config.json describes; `served`: at the dtype `vllm serve --dtype auto` runs it in (a float32
-    checkpoint in bfloat16: vllm/config/model.py _resolve_auto_dtype), which is what a decoded token reads."""
+def read_shape(config: Mapping[str, object], path: Path, served: bool = False, serve_dtype: str = "auto") -> ModelShape:
+    """The shape config.json describes; `served`: at the dtype `vllm serve --dtype SERVE_DTYPE` runs it in (auto: a float32
+    checkpoint in bfloat16, vllm/config/model.py _resolve_auto_dtype; else every unquantized floating-point weight cast
+    to its width), which is what a decoded token reads."""
     where = str(path)
     text = config.get("text_config")
     cfg = {**config, **text} if isinstance(text, dict) and text else config
@@ -107,7 +110,9 @@ def read_shape(config: Mapping[str, object], path: Path, served: bool = False) -
         mtp_layers=_count(cfg, where, "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0),
         sliding_window=_int(cfg, where, "sliding_window"),
     )
-    if served and shape.dtype_bytes == 4:
+    if served and serve_dtype != "auto":  # vLLM casts the floating-point weights to --dtype (bfloat16 to float16 too)
+        shape.cast_from, shape.dtype_bytes = shape.dtype_bytes, SERVED_BYTES.get(serve_dtype, shape.dtype_bytes)
+    elif served and shape.dtype_bytes == 4:
         shape.cast_from, shape.dtype_bytes = 4, 2
     if shape.experts and not shape.experts_per_token:
         raise AuditError(f"{where}: {shape.experts} experts but no num_experts_per_tok: cannot say how many a token reads")

@@ -30,6 +30,7 @@ class AuditOptions:
     context: int = 4096
     batch: int = 1
     kv_cache_dtype: str = "auto"
+    dtype: str = "auto"  # vLLM's --dtype (audit --recipe): the width unquantized weights and an `auto` KV cache are served in
     bandwidth: float | None = None  # GB/s; None: the GPU's (given, detected, else GB10)
     gpu: str | None = None  # a key or name from gpus.GPUS
     detect_gpu: bool = True
@@ -166,8 +167,8 @@ def run_audit(options: AuditOptions, checkpoint: Checkpoint | None = None) -> Au
     _check_options(options)
     if checkpoint is None:
         checkpoint = load_checkpoint(resolve_model(options.model))
-    shape = read_shape(checkpoint.config, checkpoint.folder / "config.json", served=True)
-    if shape.cast_from:
+    shape = read_shape(checkpoint.config, checkpoint.folder / "config.json", served=True, serve_dtype=options.dtype)
+    if shape.cast_from and options.dtype == "auto":
         options.notes.append("config.json's torch_dtype is float32: vLLM's --dtype auto serves it in bfloat16, so its "
                              "float32 weights and the KV cache are counted at 2 bytes a value (--dtype float32 would double them)")
     quant = read_quant_configs(checkpoint.config, read_json(checkpoint.folder / "hf_quant_config.json", required=False))

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.errors import InputError
-from sparkdoctor.inputs import open_regular
+from sparkdoctor.inputs import kernel_file, open_regular
 
 MAX_HEADER = 100_000_000  # the safetensors crate's MAX_HEADER_SIZE
 
@@ -117,12 +117,16 @@ def read_header(path: Path) -> ShardHeader:
     """The validated header of the safetensors file `path`; AuditError (one line naming the file) if it lies."""
     path = Path(path)
     where = f"{path}"
+    if (real := kernel_file(path)) is not None:  # a link into /proc or /sys: never a shard (/proc/kmsg's read waits)
+        raise AuditError(f"{where}: {real} is a kernel file, not a safetensors file")
     try:
         with open_regular(path) as handle:  # a FIFO or device named *.safetensors is refused, never waited on
             size = os.fstat(handle.fileno()).st_size
+            if size < 8:  # said before a byte is read
+                raise AuditError(f"{where}: not a safetensors file: {size} bytes, shorter than the 8-byte header length")
             head = handle.read(8)
             if len(head) < 8:
-                raise AuditError(f"{where}: not a safetensors file: {size} bytes, shorter than the 8-byte header length")
+                raise AuditError(f"{where}: the file ended inside its 8-byte header length (it shrank while read)")
             length = int.from_bytes(head, "little")
             if length > MAX_HEADER:  # the number is not shown: these 8 bytes may be a linked file's text (a password)
                 raise AuditError(f"{where}: its first 8 bytes, read as the header length, are over the format's limit of "

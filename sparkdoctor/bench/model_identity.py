@@ -19,7 +19,7 @@ import struct
 from pathlib import Path
 from typing import BinaryIO
 
-from sparkdoctor.inputs import open_regular, read_bytes
+from sparkdoctor.inputs import kernel_file, open_regular, read_bytes
 
 CONFIG_FILES = ("config.json", "generation_config.json", "hf_quant_config.json", "quantization_config.json",
                 "quant_config.json")
@@ -37,6 +37,8 @@ def identity(folder: str | Path) -> dict[str, object] | None:
     configs, shards, header_bytes = [], 0, 0
     try:
         for name in CONFIG_FILES:
+            if kernel_file(root / name) is not None:
+                return None
             try:
                 data = read_bytes(root / name, MAX_CONFIG)  # a FIFO or a device is refused (an OSError)
             except FileNotFoundError:
@@ -45,6 +47,8 @@ def identity(folder: str | Path) -> dict[str, object] | None:
             digest.update(data)
             configs.append(name)
         for path in sorted(root.rglob("*.safetensors")):
+            if kernel_file(path) is not None:  # a link into /proc: /proc/kmsg's read waits for the kernel
+                return None
             with open_regular(path) as fh:  # a FIFO named *.safetensors is refused, never waited on
                 head = fh.read(8)
                 if len(head) != 8:

@@ -35,7 +35,8 @@ def test_the_files_options_are_read_and_the_command_line_wins(tmp_path, fmt):
     cfg = "max-model-len: 4096\nmax_num_seqs: 8\ngpu-memory-utilization: 0.5\nkv-cache-dtype: fp8\n"
     recipe = _recipe(tmp_path, fmt, ["--config", "serve.yaml", "--max-num-seqs", "2"], cfg)
     values, sources = recipe_settings(recipe, {})
-    assert values == {"max_model_len": 4096, "max_num_seqs": 2, "gpu_memory_utilization": 0.5, "kv_cache_dtype": "fp8"}
+    assert values == {"max_model_len": 4096, "max_num_seqs": 2, "gpu_memory_utilization": 0.5, "kv_cache_dtype": "fp8",
+                      "dtype": "auto"}
     assert sources["max_model_len"] == f"recipe {recipe.name} (--config serve.yaml: max-model-len 4096)"
     assert sources["max_num_seqs"] == f"recipe {recipe.name} (--max-num-seqs 2)"
     # an option given on the command line BEFORE --config still wins: vLLM puts the file's options after the model
