@@ -122,3 +122,14 @@ def test_a_recipe_that_is_no_regular_file_is_named_for_what_it_is(tmp_path, make
         with pytest.raises(RecipeError) as info:
             recipes.load(path)
     assert said in str(info.value) and "not a recipe file" in str(info.value), str(info.value)
+
+
+def test_a_nul_or_control_character_in_a_sparkrun_template_with_doubled_braces_stays_itself(tmp_path):
+    """`{{`/`}}` waited as "\\x00"/"\\x01" while placeholders were filled: a "\\0" the recipe wrote became "{" (and so
+    passed the NUL check), a "\\x01" became "}"; the command shown was not the recipe's."""
+    path = tmp_path / "r.yaml"
+    path.write_text('recipe_version: "2"\nmodel: m\nruntime: vllm\ncommand: "vllm serve {model} --a {{x}} --b \\x01z"\n')
+    assert recipes.load(path).argv == ["vllm", "serve", "m", "--a", "{x}", "--b", "\x01z"]
+    path.write_text('recipe_version: "2"\nmodel: m\nruntime: vllm\ncommand: "vllm serve {model} --a {{x}} --b \\0y"\n')
+    with pytest.raises(RecipeError, match="NUL byte"):
+        recipes.load(path)

@@ -88,7 +88,14 @@ def substitute_lenient(template: str, params: dict[str, str], where: str = "temp
     when the template uses them (the v1 spelling sparkrun still honours). Parameters that refer to each
     other can grow without end ({a} = "{b}{b}", {b} = "{a}{a}"): past MAX_EXPANDED characters it is an error."""
     doubled = "{{" in template
-    text = template.replace("{{", "\x00").replace("}}", "\x01") if doubled else template
+    # the collapsed braces wait as two characters the template and the values do not hold (a fixed "\x00"/"\x01" turned
+    # a "\0" or "\x01" the recipe wrote into a brace, and a NUL then passed as "{")
+    used = set(template).union(*map(set, params.values())) if doubled else set()
+    free = (chr(c) for c in (*range(0xE000, 0xF900), *range(0xF0000, 0x10FFFE)) if chr(c) not in used)  # private use
+    opening, closing = (next(free, ""), next(free, "")) if doubled else ("", "")
+    if doubled and not closing:
+        raise RecipeError(f"{where}: the template holds every private-use character; no recipe needs them")
+    text = template.replace("{{", opening).replace("}}", closing) if doubled else template
     for _ in range(ROUNDS):
         new = PLACEHOLDER.sub(lambda m: params.get(m.group(1), m.group(0)), text)
         if len(new) > MAX_EXPANDED:
@@ -98,7 +105,7 @@ def substitute_lenient(template: str, params: dict[str, str], where: str = "temp
         text = new
     unresolved = {m.group(1) for m in PLACEHOLDER.finditer(text) if m.group(1) not in params}
     if doubled:
-        text = text.replace("\x00", "{").replace("\x01", "}")
+        text = text.replace(opening, "{").replace(closing, "}")
     return text, unresolved
 
 
