@@ -92,6 +92,9 @@ class BenchCommand:
             raise UsageError("give a RECIPE to launch, or --url URL of a running server (not both)")
         if self.vs is not None and self.recipe is None:
             raise UsageError("--vs needs a RECIPE: an A/B launches both, one at a time")
+        if self.url is not None and (self.sets or self.local or self.runtime is not None):  # they were ignored
+            given = "--set" if self.sets else "--local" if self.local else "--runtime"
+            raise UsageError(f"{given} changes how a RECIPE is launched: --url measures a server that is already running")
         if self.model_dir is not None and self.vs is not None:
             raise UsageError("--model-dir is for one run (RECIPE or --url), not an A/B")
         if self.pairs < 1:

@@ -93,7 +93,11 @@ def test_bench_url_runs_without_typer_and_its_run_document_keeps_its_keys(tmp_pa
     (bench.BenchCommand(recipe=Path("a.toml"), calibrate=True, pairs=1), "--calibrate --pairs 1"),
     (bench.BenchCommand(recipe=Path("a.toml"), vs=Path("b.toml"), conclude="x", no_store=True), "--conclude NAME needs"),
     (bench.BenchCommand(url="notaurl"), "--url 'notaurl'"),
-    (bench.BenchCommand(url="http://127.0.0.1:9", sets=["novalue"]), "--set 'novalue': write key=value"),
+    (bench.BenchCommand(recipe=Path("a.toml"), sets=["novalue"]), "--set 'novalue': write key=value"),
+    # launch options with --url were silently ignored
+    (bench.BenchCommand(url="http://127.0.0.1:9", sets=["port=1"]), "--set changes how a RECIPE is launched"),
+    (bench.BenchCommand(url="http://127.0.0.1:9", local=True), "--local changes how a RECIPE is launched"),
+    (bench.BenchCommand(url="http://127.0.0.1:9", runtime="podman"), "--runtime changes how a RECIPE is launched"),
 ])
 def test_bench_refuses_bad_option_combinations_before_any_server_is_reached(options, message):
     with pytest.raises(SparkdoctorError, match=message) as info:
