@@ -86,11 +86,17 @@ KERNEL_TREES = ("/proc", "/sys")
 
 
 def kernel_file(path: Path | str) -> str | None:
-    """Where `path` really is when that is inside /proc or /sys (a kernel interface, however it is named or linked:
-    /proc/self/environ, /proc/kmsg, whose read waits for the next kernel message), else None. Follows links; opens
-    nothing."""
+    """Where `path` really is when that is inside /proc or /sys, or on their file systems mounted elsewhere (a kernel
+    interface, however it is named or linked: /proc/self/environ, /proc/kmsg, whose read waits for the next kernel
+    message), else None. Follows links; opens nothing."""
     real = os.path.realpath(path)
-    return real if any(real == tree or real.startswith(tree + "/") for tree in KERNEL_TREES) else None
+    if any(real == tree or real.startswith(tree + "/") for tree in KERNEL_TREES):
+        return real
+    try:  # the same file system mounted elsewhere too (a container's /host/proc): one device
+        device = os.stat(path).st_dev
+        return real if any(device == os.stat(tree).st_dev for tree in KERNEL_TREES) else None
+    except OSError:  # not there (yet): nothing to read
+        return None
 
 
 def _open(path: Path) -> tuple[int, os.stat_result]:

@@ -224,3 +224,19 @@ def test_a_regular_file_over_the_limit_is_refused_by_its_size_before_a_byte_is_r
     assert read_bytes(small, 2) == b"{}"
     with pytest.raises(TooBig):
         read_bytes(small, 1)
+
+
+def test_a_kernel_file_is_known_by_its_tree_and_by_its_file_system_mounted_elsewhere(tmp_path, monkeypatch):
+    """/proc's files are "regular files" whose read can wait for the kernel (/proc/kmsg); a bind mount of /proc
+    elsewhere (a container's /host/proc) is the same file system: one device."""
+    from sparkdoctor import inputs
+
+    (tmp_path / "link").symlink_to("/proc/self/environ")
+    assert inputs.kernel_file(tmp_path / "link") == os.path.realpath("/proc/self/environ")
+    assert inputs.kernel_file(tmp_path / "missing") is None
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("a: 1\n")
+    assert inputs.kernel_file(plain) is None
+    (tmp_path / "tree").mkdir()  # stands for /proc: a file on its device, under another path, is on that file system
+    monkeypatch.setattr(inputs, "KERNEL_TREES", (str(tmp_path / "tree"),))
+    assert inputs.kernel_file(plain) == str(plain)
