@@ -94,9 +94,19 @@ def kernel_file(path: Path | str) -> str | None:
         return real
     try:  # the same file system mounted elsewhere too (a container's /host/proc): one device
         device = os.stat(path).st_dev
-        return real if any(device == os.stat(tree).st_dev for tree in KERNEL_TREES) else None
     except OSError:  # not there (yet): nothing to read
         return None
+    return real if device in _devices(KERNEL_TREES) else None
+
+
+def _devices(trees: tuple[str, ...]) -> set[int]:
+    found = set()
+    for tree in trees:
+        try:
+            found.add(os.stat(tree).st_dev)
+        except OSError:  # a minimal container without /sys
+            continue
+    return found
 
 
 def _open(path: Path) -> tuple[int, os.stat_result]:
