@@ -121,3 +121,29 @@ def test_a_release_that_does_not_hold_between_two_that_do_does_not_close_the_bou
     assert e.verdict == "no-longer-affected" and e.proposal["to"] == ">=0.2.0,!=0.3.0rc1,<0.4.0", e.why
     assert "hold again on 0.3.0" in e.why
 
+
+# nvidia-cutlass-dsl's Requires-Dist lines as its wheels' METADATA give them (read from pypi.org on 2026-12-01)
+CUTLASS_DSL_REQUIRES = {
+    "4.5.3": ("nvidia-cutlass-dsl-libs-base==4.5.3", 'nvidia-cutlass-dsl-libs-cu13==4.5.3; extra == "cu13"'),
+    "4.8.0.dev0": ("nvidia-cutlass-dsl-libs-base==4.8.0.dev0", "nvidia-cutlass-dsl-libs-cu12==4.8.0.dev0",
+                   'nvidia-cutlass-dsl-libs-cu13==4.8.0.dev0; extra == "cu13"'),
+    "4.8.1": ("nvidia-cutlass-dsl-libs-base==4.8.1", "nvidia-cutlass-dsl-libs-cu12==4.8.1", 'nvidia-cutlass-dsl-libs-cu13==4.8.1; extra == "cu13"',
+              'nvidia-cutlass-dsl-libs-qnx-cu12==4.8.1; extra == "qnx"', 'nvidia-cutlass-dsl-libs-qnx-cu13==4.8.1; extra == "qnx-cu13"'),
+}
+
+
+def test_the_plain_install_entry_reads_a_pre_release_pin_as_a_pin(tmp_path):
+    """cutedsl-plain-install-cu12 matched `libs-cu12==[0-9.]+` and so missed 4.8.0.dev0's `==4.8.0.dev0`: the track run
+    on the registry proposed closing its bound there, though that release requires libs-cu12 as 4.8.0 and 4.8.1 do."""
+    from sparkdoctor.verify.files import remote_run, tables_of
+
+    [table] = tables_of(load().get("cutedsl-plain-install-cu12"))
+    wheels = tmp_path / "w"
+    wheels.mkdir()
+    with Registry() as reg:
+        for version, requires in CUTLASS_DSL_REQUIRES.items():
+            reg.add("nvidia-cutlass-dsl", build_wheel(wheels, "nvidia-cutlass-dsl", version, {}, requires=requires))
+        reader = reader_for(reg, tmp_path)
+        holds = {v: remote_run(reader, table.package, table.checks, v, "probe").holds for v in CUTLASS_DSL_REQUIRES}
+    assert holds == {"4.5.3": False, "4.8.0.dev0": True, "4.8.1": True}
+
