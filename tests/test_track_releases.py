@@ -147,3 +147,30 @@ def test_the_plain_install_entry_reads_a_pre_release_pin_as_a_pin(tmp_path):
         holds = {v: remote_run(reader, table.package, table.checks, v, "probe").holds for v in CUTLASS_DSL_REQUIRES}
     assert holds == {"4.5.3": False, "4.8.0.dev0": True, "4.8.1": True}
 
+
+# Requires-Dist of the cutlass-dsl 4.8.1 family's wheels that name the family (read from pypi.org on 2026-12-01)
+FAMILY_481 = {
+    "nvidia-cutlass-dsl": CUTLASS_DSL_REQUIRES["4.8.1"],
+    "nvidia-cutlass-dsl-libs-base": ("typing-extensions>=4.10.0", "nvidia-cutlass-dsl-libs-core==4.8.1",
+                                     'nvidia-cuda-nvdisasm<14,>=13.4.0rc1; extra == "sass"'),
+    "nvidia-cutlass-dsl-libs-cu12": ("nvidia-cutlass-dsl-libs-base==4.8.1",),
+    "nvidia-cutlass-dsl-libs-cu13": ("nvidia-cutlass-dsl-libs-base==4.8.1",),
+    "nvidia-cutlass-dsl-libs-core": ("typing-extensions>=4.10.0",),
+}
+
+
+def test_the_cutedsl_probe_installs_the_wheel_that_holds_the_dsl(tmp_path):
+    """From 4.6.0 the DSL's Python package is in libs-core, which libs-base requires (nvidia-cutlass-dsl itself does
+    not name it). The probe's builds were read from nvidia-cutlass-dsl's METADATA alone, installed with --no-deps, so
+    `import cutlass.cute` failed: every probe of every release from 4.6.0 on was "could not run" (4.7.1-4.8.1, run here)."""
+    from sparkdoctor.track.probe import cutedsl_builds
+
+    wheels = tmp_path / "w"
+    wheels.mkdir()
+    with Registry() as reg:
+        for name, requires in FAMILY_481.items():
+            reg.add(name, build_wheel(wheels, name, "4.8.1", {}, requires=requires))
+        builds = cutedsl_builds(reader_for(reg, tmp_path), "4.8.1")
+    family = "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base", "nvidia-cutlass-dsl-libs-core"
+    assert builds == {"libs-base": dict.fromkeys((*family, "nvidia-cutlass-dsl-libs-cu12"), "4.8.1"),
+                      "libs-cu13": dict.fromkeys((*family, "nvidia-cutlass-dsl-libs-cu12", "nvidia-cutlass-dsl-libs-cu13"), "4.8.1")}
