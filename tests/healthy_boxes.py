@@ -38,6 +38,11 @@ STACKS: dict[str, tuple[dict[str, str | None], str]] = {
     # torch 2.14.1 pins triton~=3.8.0 (3.8.0 the only 3.8 release). No `vllm download-kernels`: no flashinfer-cubin
     "sglang-0.5.23": ({"torch": "2.14.1+cu130", "triton": "3.8.0", "vllm": None, "sglang": "0.5.23", "sglang-kernel": "0.4.10",
                        "flashinfer-python": "0.7.2", "flashinfer-cubin": None, **_CUTEDSL_48}, "sglang-0.5.23"),
+    # the newest release of each on the registry on 2026-12-01, upgraded past vLLM 0.33.0's exact pins (torch==2.14.0,
+    # flashinfer-python==0.7.2.post1, nvidia-cutlass-dsl[cu13]==4.8.0; pip warns, and installs them): torch 2.15.0+cu130 with
+    # its triton~=3.9.0, FlashInfer 0.7.4 (asks nvidia-cutlass-dsl>=4.8.0), cutlass-dsl 4.8.1
+    "newest-2026-12-01": ({"torch": "2.15.0+cu130", "triton": "3.9.0", "vllm": "0.33.0", "flashinfer-python": "0.7.4",
+                           "flashinfer-cubin": None, **{k: "4.8.1" for k in _CUTEDSL_48}}, "newest-2026-12-01"),
     # `pip install nvidia-cutlass-dsl[cu13]==4.8.1` next to torch, nothing else of the serving stack
     "cutlass-dsl-4.8.1": ({"torch": "2.14.0+cu130", "triton": "3.8.0", "vllm": None, "flashinfer-python": None, "flashinfer-cubin": None,
                            **{k: "4.8.1" for k in _CUTEDSL_48}}, "cutlass-dsl-4.8.1"),

@@ -59,6 +59,7 @@ class Registry:
         self.ranges = ranges
         self.projects: dict[str, list[Path]] = {}
         self.uploaded: dict[str, str] = {}  # file name -> PEP 700 upload-time, for the files given one
+        self.yanked: dict[str, str] = {}  # file name -> PEP 592 yank reason, for the files yanked
         self.pages: dict[str, bytes] = {}  # project -> the raw JSON page to answer (a hostile index)
         self.log: list[tuple[str, str | None]] = []  # (path, Range header)
         self.sent = 0  # body bytes sent: what a client's bytes_read must come to
@@ -70,10 +71,12 @@ class Registry:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/simple/"
 
-    def add(self, project: str, wheel: Path, uploaded: str | None = None) -> None:
+    def add(self, project: str, wheel: Path, uploaded: str | None = None, yanked: str | None = None) -> None:
         self.projects.setdefault(project, []).append(wheel)
         if uploaded is not None:
             self.uploaded[wheel.name] = uploaded
+        if yanked is not None:
+            self.yanked[wheel.name] = yanked
 
     def __enter__(self) -> Registry:
         self.thread.start()
@@ -116,7 +119,8 @@ class Registry:
                     return self._send(404, b"no such project", "text/plain")
                 files = [{"filename": w.name, "url": f"../../files/{w.name}", "size": w.stat().st_size,
                           "hashes": {"sha256": hashlib.sha256(w.read_bytes()).hexdigest()},
-                          **({"upload-time": registry.uploaded[w.name]} if w.name in registry.uploaded else {})}
+                          **({"upload-time": registry.uploaded[w.name]} if w.name in registry.uploaded else {}),
+                          **({"yanked": registry.yanked[w.name]} if w.name in registry.yanked else {})}
                          for w in registry.projects[project]]
                 body = json.dumps({"meta": {"api-version": "1.1"}, "name": project, "files": files}).encode()
                 self._send(200, body, "application/vnd.pypi.simple.v1+json")

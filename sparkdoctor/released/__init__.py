@@ -60,8 +60,11 @@ class Reader:
     def client(self) -> Client:
         return self.index.client
 
-    def versions(self, project: str, prereleases: bool = False, dist: str = "wheel") -> list[str]:
-        return self.index.versions(project, prereleases, dist)
+    def versions(self, project: str, prereleases: bool = False, dist: str = "wheel", yanked: bool = False) -> list[str]:
+        return self.index.versions(project, prereleases, dist, yanked)
+
+    def yanked(self, project: str) -> set[str]:
+        return self.index.yanked(project)
 
     def upload_times(self, project: str) -> dict[str, str]:
         return self.index.upload_times(project)

@@ -97,12 +97,13 @@ class Index:
                 raise RemoteError(f"{page}: not a PEP 691 project page (no 'files' list of file objects)") from None
         return self._projects[name]
 
-    def versions(self, project: str, prereleases: bool = False, dist: str = "wheel") -> list[str]:
-        """The released versions that have a wheel (dist "sdist": an sdist), oldest first (yanked left out)."""
+    def versions(self, project: str, prereleases: bool = False, dist: str = "wheel", yanked: bool = False) -> list[str]:
+        """The released versions that have a wheel (dist "sdist": an sdist), oldest first (yanked left out unless
+        `yanked`: pip installs a yanked release pinned with ==, PEP 592)."""
         found: set[Version] = set()
         for f in self.files(project):
             version = f.sdist_version if dist == "sdist" else f.version
-            if version is None or f.yanked:
+            if version is None or (f.yanked and not yanked):
                 continue
             v = Version(version)
             if prereleases or not (v.is_prerelease or v.is_devrelease):
@@ -110,11 +111,11 @@ class Index:
         return [str(v) for v in sorted(found)]
 
     def upload_times(self, project: str) -> dict[str, str]:
-        """Each released version's first upload (PEP 700 upload-time, ISO 8601); versions without one left out."""
+        """Each released version's first upload (PEP 700 upload-time, ISO 8601), yanked ones too; versions without one left out."""
         out: dict[str, str] = {}
         for f in self.files(project):
             version = f.version or f.sdist_version
-            if version is None or f.uploaded is None or f.yanked:
+            if version is None or f.uploaded is None:
                 continue
             key = str(Version(version))
             out[key] = min(out.get(key, f.uploaded), f.uploaded)
@@ -122,8 +123,23 @@ class Index:
 
     def wheels(self, project: str, version: str) -> list[IndexFile]:
         want = Version(version)
-        return [f for f in self.files(project) if f.version is not None and Version(f.version) == want and not f.yanked]
+        return _unyanked([f for f in self.files(project) if f.version is not None and Version(f.version) == want])
 
     def sdists(self, project: str, version: str) -> list[IndexFile]:
         want = Version(version)
-        return [f for f in self.files(project) if f.sdist_version is not None and Version(f.sdist_version) == want and not f.yanked]
+        return _unyanked([f for f in self.files(project) if f.sdist_version is not None and Version(f.sdist_version) == want])
+
+    def yanked(self, project: str) -> set[str]:
+        """The versions whose every file is yanked (PEP 592)."""
+        by: dict[str, bool] = {}
+        for f in self.files(project):
+            if (version := f.version or f.sdist_version) is not None:
+                key = str(Version(version))
+                by[key] = by.get(key, True) and f.yanked
+        return {v for v, all_yanked in by.items() if all_yanked}
+
+
+def _unyanked(files: list[IndexFile]) -> list[IndexFile]:
+    """One release's files as pip picks them for an exact pin: the yanked ones only when every file is (PEP 592)."""
+    kept = [f for f in files if not f.yanked]
+    return kept or files

@@ -29,6 +29,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from sparkdoctor.arch import arch_cc
 from sparkdoctor.collect.toolkits import TRITON_BLACKWELL_NAME
@@ -107,26 +108,37 @@ def _cache_file(package: str, version: str, kind: str, arch: str, where: str) ->
 
 def cutedsl_builds(reader: Reader, version: str) -> dict[str, dict[str, str]]:
     """The distributions `pip install nvidia-cutlass-dsl==V` (libs-base) and `nvidia-cutlass-dsl[cu13]==V`
-    (libs-cu13) install, read from the release's METADATA (Requires-Dist, markers evaluated per extra)."""
-
-    wheel = reader.release(CUTEDSL, version)
-    meta = next(n for n in wheel.names if n.endswith(".dist-info/METADATA"))
-    requires = HeaderParser().parsestr(wheel.text(meta)).get_all("Requires-Dist") or []
+    (libs-cu13) install, read from the METADATA of the release and of each family wheel it brings (Requires-Dist,
+    markers evaluated per extra): from 4.6.0 the DSL itself is in libs-core, which only libs-base names."""
     builds: dict[str, dict[str, str]] = {}
     for extra, build in (("", "libs-base"), ("cu13", "libs-cu13")):
         dists = {CUTEDSL: version}
-        for line in requires:
-            try:
-                req = Requirement(line)
-            except InvalidRequirement:
-                continue
-            if not req.name.startswith(CUTEDSL) or (req.marker and not req.marker.evaluate({"extra": extra})):
-                continue
-            pinned = [s.version for s in req.specifier if s.operator in ("==", "===")]
-            dists[req.name] = pinned[0] if pinned else version
+        todo = [CUTEDSL]
+        while todo:
+            name = todo.pop()
+            for req, pinned in _family_requires(reader, name, dists[name], extra if name == CUTEDSL else "").items():
+                if req not in dists:
+                    dists[req] = pinned
+                    todo.append(req)
         if f"{CUTEDSL}-{build}" in dists:
             builds[build] = dists
     return builds
+
+
+def _family_requires(reader: Reader, name: str, version: str, extra: str) -> dict[str, str]:
+    """The cutlass-dsl family wheels one wheel requires with `extra`, each at its pinned version (else `version`)."""
+    wheel = reader.release(name, version)
+    meta = next(n for n in wheel.names if n.endswith(".dist-info/METADATA"))
+    out: dict[str, str] = {}
+    for line in HeaderParser().parsestr(wheel.text(meta)).get_all("Requires-Dist") or []:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name).startswith(CUTEDSL) and not (req.marker and not req.marker.evaluate({"extra": extra})):
+            pinned = [s.version for s in req.specifier if s.operator in ("==", "===")]
+            out[canonicalize_name(req.name)] = pinned[0] if pinned else version
+    return out
 
 
 def _probe_ptx(package: str, version: str, arch: str, python: str) -> ReleaseProbe:

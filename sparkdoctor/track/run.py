@@ -100,15 +100,16 @@ def _uploaded_after(reader: object, package: str, since: str, on: str | None) ->
 
 
 def _new_releases(reader: Reader, package: str, since: str, through: str | None, on: str | None = None) -> dict[str, Any]:
-    row: dict[str, Any] = {"package": package, "tracked": since, "through": through, "releases": [], "backports": [], "note": "",
-                           "left_out": 0}
-    try:
-        versions = reader.versions(package)
+    row: dict[str, Any] = {"package": package, "tracked": since, "through": through, "releases": [], "backports": [], "yanked": [],
+                           "note": "", "left_out": 0}
+    try:  # every release a box can run: `check` compares pre-releases, and pip installs a yanked one pinned with ==
+        versions = reader.versions(package, prereleases=True, yanked=True)
+        yanked = reader.yanked(package)
     except RemoteError as exc:
         row["note"] = str(exc)
         row["error"] = "no project" not in str(exc)  # not on this index is a fact to say; an unreachable index is an error
         return row
-    if through is not None and through not in versions:
+    if through is not None and Version(through) not in {Version(v) for v in versions}:  # 0.4 is 0.4.0
         newest = [v for v in versions if Version(v) <= Version(through)]
         row["note"] = f"{package} {through} does not exist on the registry" + (f"; read up to {newest[-1]}" if newest else "")
     cap = Version(through) if through else None
@@ -121,6 +122,7 @@ def _new_releases(reader: Reader, package: str, since: str, through: str | None,
                                               f"{row['left_out']:,} older ones left out ({new[0]} to {new[row['left_out'] - 1]}), not checked"]))
     kept = set(row["releases"])
     row["backports"] = [v for v in versions if v in backports and v in kept]
+    row["yanked"] = [v for v in row["releases"] if v in yanked]
     row["uploaded"] = {v: times[v] for v in row["releases"] if v in times}
     return row
 
@@ -183,8 +185,18 @@ def judge(entry: EntryTrack, releases: list[str]) -> None:
     outside_holds = [r for r, inside in entry.runs if not inside and r.holds]
     if stopped is not None:
         entry.verdict = "no-longer-affected"
-        entry.why = f"{stopped.version} is inside {spec} but its released files no longer hold the checks: the bound closes at {stopped.version}"
-        _propose(entry, spec, f"{spec},<{stopped.version}", f"the checks fail on {stopped.version} (first new release where they do)")
+        inside_runs = [r for r, inside in entry.runs if inside]
+        last_hold = max((i for i, r in enumerate(inside_runs) if r.holds), default=-1)
+        gaps = [r.version for r in inside_runs[:last_hold] if not r.holds]  # not holding, with a later release that holds again
+        tail = next((r.version for r in inside_runs[last_hold + 1:]), None)
+        if not gaps:
+            entry.why = f"{stopped.version} is inside {spec} but its released files no longer hold the checks: the bound closes at {stopped.version}"
+            _propose(entry, spec, f"{spec},<{stopped.version}", f"the checks fail on {stopped.version} (first new release where they do)")
+            return
+        entry.why = (f"{', '.join(gaps)} inside {spec} no longer hold the checks, but they hold again on {inside_runs[last_hold].version}: "
+                     f"only {'that release leaves' if len(gaps) == 1 else 'those releases leave'} the range" + (f"; the bound closes at {tail}" if tail else ""))
+        _propose(entry, spec, ",".join([spec, *(f"!={g}" for g in gaps), *([f"<{tail}"] if tail else [])]),
+                 f"the checks fail on {', '.join(gaps)}{f' and from {tail} on' if tail else ''}, and hold on {inside_runs[last_hold].version}")
         return
     lower_only = SpecifierSet(",".join(str(c) for c in SpecifierSet(spec) if c.operator in (">=", ">")))
     below = [r for r in outside_holds if not lower_only.contains(r.version, prereleases=True)]

@@ -220,7 +220,8 @@ def remote_run(reader: Reader, package: str, checks: tuple[FileCheck, ...], vers
     try:
         if log:
             log(f"reading {package}=={version}")
-        read = [package] + [other for other in also if version in reader.versions(other)]
+        # an `also` wheel released at this version, pre-release or yanked as well (cutlass-dsl 4.8.0.dev0's libs-core)
+        read = [package] + [other for other in also if Version(version) in {Version(v) for v in reader.versions(other, prereleases=True, yanked=True)}]
         opened = [reader.open(p, version, dist) for p in read]
         exact = sorted({c.path for c in checks if not any(ch in c.path for ch in "*?[")})
         if isinstance(opened[0], RemoteSdist) and len(exact) == len({c.path for c in checks}):

@@ -37,13 +37,21 @@ def _md(text: object) -> str:
     return text
 
 
+def _said(backports: list[str], yanked: list[str]) -> str:
+    """What a package's new releases are beside their versions: backports of an older line, yanked ones (PEP 592)."""
+    return "".join(f"; {what}: {', '.join(versions)}" for versions, what in ((backports, "uploaded after the tracked release"),
+                                                                             (yanked, "yanked (pip installs one only when pinned ==)"))
+                   if versions)
+
+
 def track_markdown(d: dict[str, Any]) -> str:
     out = [f"# matrix track, {d['taken_at']}", "",
            f"Matrix: {d['matrix']}. Wheels read for {d['platform']}, CPython {d['python']} (another platform's wheel only where "
            "a release has none for it, said per release).", "", "## Packages", "", "| package | tracked through | read through | new releases | note |",
            "|---|---|---|---|---|"]
     for p in d["packages"]:
-        backports = f" (uploaded after the tracked release: {', '.join(p['backports'])})" if p.get("backports") else ""
+        said = _said(p.get("backports", []), p.get("yanked", []))
+        backports = f" ({said.lstrip('; ')})" if said else ""
         out.append(f"| {p['package']} | {p['tracked']} | {p['through'] or 'newest'} | {_releases(p['releases'], p.get('left_out'))}{backports} | {_md(p['note'])} |")
     out += ["", "## Entries", "", "| entry | reads | bound | verdict | why |", "|---|---|---|---|---|"]
     for e in d["entries"]:
@@ -84,7 +92,7 @@ def render_track(d: dict[str, Any], console: Console, verbose: bool = False) -> 
         for line in probe_lines(d["probe"]):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     for p in d["packages"]:
-        backports = f"; uploaded after the tracked release: {', '.join(p['backports'])}" if p.get("backports") else ""
+        backports = _said(p.get("backports", []), p.get("yanked", []))
         if p.get("error"):  # the registry did not list it: nothing is known to be new, or not
             console.print(f"{_e(p['package'])}: tracked through {_e(p['tracked'])}, could not be listed: {_e(p['note'])}", soft_wrap=True)
         elif verbose or p["releases"] or p["note"]:

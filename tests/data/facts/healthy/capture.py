@@ -29,6 +29,8 @@ STACKS = {
     "vllm-0.33.0": {"vllm": "0.33.0", "flashinfer-python": "0.7.2.post1", "nvidia-cutlass-dsl-libs-core": "4.8.0"},
     "vllm-0.32.0": {"vllm": "0.32.0", "flashinfer-python": "0.7.0.post1", "nvidia-cutlass-dsl-libs-core": "4.8.0"},
     "cutlass-dsl-4.8.1": {"nvidia-cutlass-dsl-libs-core": "4.8.1"},
+    # the newest release of each on the registry on 2026-12-01 (vLLM 0.33.0 pins older FlashInfer and cutlass-dsl; a user upgrades them)
+    "newest-2026-12-01": {"vllm": "0.33.0", "flashinfer-python": "0.7.4", "nvidia-cutlass-dsl-libs-core": "4.8.1"},
     # sglang 0.5.23 pins flashinfer_python[cu13]==0.7.2 and nvidia-cutlass-dsl[cu13]==4.8.0; the probe reads no SGLang file
     "sglang-0.5.23": {"flashinfer-python": "0.7.2", "nvidia-cutlass-dsl-libs-core": "4.8.0"},
 }
