@@ -62,6 +62,10 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_apply(tmp_path, 
     res = sd("fix", "--python", str(python), *SMALL, "--env-file", str(env_file), "--yes", "-o", str(good), "--format", "json")
     assert res.returncode == 0, res.stderr
     assert "VLLM_NVFP4_GEMM_BACKEND" not in env_file.read_text() and json.loads(good.read_text())["journal"]
+    # the apply says what it is doing (it was silent from the plan to the check after it: a minute for a family)
+    progress = [ln for ln in res.stderr.splitlines() if ln.startswith("sparkdoctor fix: ")]
+    assert progress[-3:-1] == ["sparkdoctor fix: writing the journal (what is there now, and the wheels of what the apply "
+                               "replaces) ...", f"sparkdoctor fix: step 1 of 1: edit {env_file} ..."], res.stderr
 
 
 def test_an_output_that_cannot_be_written_is_refused_before_the_rollback(tmp_path):
