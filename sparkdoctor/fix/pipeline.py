@@ -168,7 +168,8 @@ class RolledBack:
         return out
 
 
-def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None) -> RolledBack:
+def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None,
+             progress: Callable[[str], None] | None = None) -> RolledBack:
     """`target_for(journal's target record)` finds that target again (or refuses, in one line)."""
     journal = jr.load(ident)
     status = journal.status()
@@ -185,6 +186,8 @@ def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None) 
         return RolledBack(journal.id, "already rolled back", f"journal {journal.id} was already rolled back",
                           verified=journal.marker(jr.ROLLED_BACK))
     target = target_for(journal.data["target"])
+    if progress:  # the saved wheels are checked, reinstalled offline and every file verified: tens of seconds
+        progress(f"rolling back journal {journal.id} (checking it can restore, restoring, verifying)")
     verified = apply_mod.rollback(target, journal, lambda inventory: for_target(target, inventory))
     return RolledBack(journal.id, "rolled back", f"journal {journal.id} rolled back", verified=verified,
                       restored_packages=journal.data["touched_before"],

@@ -66,6 +66,12 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_apply(tmp_path, 
     progress = [ln for ln in res.stderr.splitlines() if ln.startswith("sparkdoctor fix: ")]
     assert progress[-3:-1] == ["sparkdoctor fix: writing the journal (what is there now, and the wheels of what the apply "
                                "replaces) ...", f"sparkdoctor fix: step 1 of 1: edit {env_file} ..."], res.stderr
+    if where == "missing-folder":  # and so does the rollback (it was silent for the half minute a family takes)
+        ident = json.loads(good.read_text())["journal"]
+        back = sd("fix", "--rollback", ident)
+        assert back.returncode == 0 and env_file.read_text() == ENV_TEXT, back.stderr
+        assert back.stderr == (f"sparkdoctor fix: rolling back journal {ident} (checking it can restore, restoring, "
+                               "verifying) ...\n")
 
 
 def test_an_output_that_cannot_be_written_is_refused_before_the_rollback(tmp_path):
