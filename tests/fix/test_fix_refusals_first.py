@@ -38,7 +38,7 @@ def error(p: subprocess.CompletedProcess, code: int, *needles: str) -> None:
 
 
 def bare_venv(tmp_path: Path) -> Path:
-    """A venv with no packages (no pip: fix plans with uv; an env-file fix changes only the env file)."""
+    """A venv with no packages (no pip: fix plans with sparkdoctor's own pip; an env-file fix changes only the env file)."""
     venv = tmp_path / "v"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     return venv / "bin" / "python"
