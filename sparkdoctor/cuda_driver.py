@@ -1,5 +1,6 @@
 """A minimal ctypes binding to the CUDA driver API (libcuda): enough to load a cubin, copy buffers,
-launch one kernel and read the results back. Standard library only, so it also runs as a script:
+launch one kernel and read the results back. Standard library only (it imports nothing of sparkdoctor, so it runs
+from a source checkout that was never installed, by any interpreter), so it also runs as a script:
 
     python cuda_driver.py --run-jobs < jobs.json
 
@@ -15,8 +16,6 @@ import json
 import sys
 import time
 from typing import Any, TypedDict
-
-from sparkdoctor.errors import TargetUnprobeable
 
 
 class Buffer(TypedDict, total=False):
@@ -68,20 +67,16 @@ _SYMBOLS = {
 }
 
 
-class CudaError(TargetUnprobeable, RuntimeError):
+class CudaError(RuntimeError):
     """A driver call failed; the message names the call and the driver's error name and text."""
-
-    code = "cuda"
 
     def __init__(self, call: str, code: int, name: str, text: str) -> None:
         super().__init__(f"{call}: {name} ({text})")
-        self.call, self.result, self.name, self.text = call, code, name, text  # `code` is the stable error name
+        self.call, self.result, self.name, self.text = call, code, name, text  # result: the CUresult number
 
 
-class CudaUnavailable(TargetUnprobeable, RuntimeError):
+class CudaUnavailable(RuntimeError):
     """libcuda cannot be loaded here (no driver)."""
-
-    code = "cuda-unavailable"
 
 
 class Driver:

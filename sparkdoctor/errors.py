@@ -112,6 +112,7 @@ def describe(exc: BaseException) -> dict[str, object]:
             name = signal.Signals(signum).name
         except ValueError:
             name = f"signal {signum}"
-        return {"code": "interrupted", "type": type(exc).__name__, "message": f"interrupted ({name})",
-                "exit_code": 128 + int(signum)}
+        done = getattr(exc, "done", None)  # what a command had finished when the signal came (fix: an apply)
+        return {"code": "interrupted", "type": type(exc).__name__,
+                "message": f"interrupted ({name})" + (f"; {done}" if done else ""), "exit_code": 128 + int(signum)}
     return {"code": "internal", "type": type(exc).__name__, "message": one_line(str(exc)), "exit_code": EXIT_USAGE}

@@ -106,7 +106,8 @@ class FactsError(InputError, ValueError):
 @dataclass
 class Facts:
     schema: int = SCHEMA
-    taken_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    # when the snapshot was taken; None: a snapshot read from a file that does not say (never the time it was read)
+    taken_at: str | None = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     tool: ToolFacts = field(default_factory=lambda: ToolFacts())
     # {"kind": "python" | "container", "python": path, "chosen_by", "version": "3.12.3", "implementation", "prefix",
     # "base_prefix", "is_venv", "executable"; a container adds "container": name, "engine", "os": the container's OS}
@@ -160,6 +161,10 @@ class Facts:
     def add_error(self, collector: str, error: str) -> None:
         self.errors.append({"collector": collector, "error": error})
 
+    def taken(self) -> str:
+        """When the snapshot was taken, as printed: `unknown` for one that does not say."""
+        return self.taken_at or "unknown"
+
     # ---- (de)serialisation ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -187,7 +192,7 @@ class Facts:
         for key, value in data.items():
             if key not in known:
                 continue  # newer producers may add fields; ignoring them loses nothing we use
-            if value is None and key in ("arch", "tool", "errors", "timings_ms", "taken_at"):
+            if value is None and key in ("arch", "tool", "errors", "timings_ms"):
                 continue  # fields that are never unknown: their default
             try:
                 check_field(key, value)
@@ -197,6 +202,7 @@ class Facts:
                 kwargs[key] = scrub(value)
             except RecursionError:
                 raise FactsError(f"{source}: field '{key}' is nested too deeply") from None
+        kwargs.setdefault("taken_at", None)  # a snapshot that does not say when it was taken: unknown, not now
         return cls(**kwargs)
 
     @classmethod

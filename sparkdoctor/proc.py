@@ -42,9 +42,10 @@ def signal_name(number: int) -> str:
 class Interrupted(BaseException):
     """SIGTERM/SIGHUP arrived: unwind like KeyboardInterrupt (which `except Exception` cannot swallow)."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, done: str | None = None):
         super().__init__(signum)
         self.signum = signum
+        self.done = done  # what the command had finished when the signal came (fix: an apply), for the one line
 
 
 @dataclass
@@ -221,7 +222,8 @@ def interrupted(exc: BaseException) -> tuple[int, str]:
     kill_all()
     signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
     name = signal.Signals(signum).name
-    return 128 + signum, f"interrupted ({name}); every probe it started was stopped"
+    done = exc.done if isinstance(exc, Interrupted) else None
+    return 128 + signum, f"interrupted ({name}); every probe it started was stopped" + (f"; {done}" if done else "")
 
 
 # ---- running ---------------------------------------------------------------------------------------

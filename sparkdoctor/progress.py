@@ -24,24 +24,25 @@ PLAIN_REPEAT_S = 20.0  # a stage's ticking status (its elapsed seconds in parent
 
 
 @contextlib.contextmanager
-def progress_line(enabled: bool = True) -> Iterator[Callable[[str], None]]:
+def progress_line(enabled: bool = True, command: str = "bench") -> Iterator[Callable[[str], None]]:
     """Progress on stderr (never stdout: JSON owns it): a rich status line on a terminal; otherwise (CI, a
     pipe, a log file) plain lines, `sparkdoctor: [mm:ss] message`, one per stage (a stage's ticking status, its
     seconds in parentheses, once every PLAIN_REPEAT_S), starting once the command has run PLAIN_PROGRESS_AFTER_S seconds (SPARKDOCTOR_PROGRESS_AFTER_S; "off" never), so a quick answer or
-    a one-line error stays alone while a 20-minute A/B is never silent."""
+    a one-line error stays alone while a 20-minute A/B is never silent. `command` names the verb on the terminal's
+    status line."""
     if not enabled:
         yield lambda _msg: None
         return
     if sys.stderr is not None and sys.stderr.isatty():  # rich only for a terminal (importing it costs ~0.1 s)
         console = Console(stderr=True)
         if console.is_terminal:
-            status = console.status("bench")
+            status = console.status(command)
             with contextlib.suppress(OSError, ValueError):  # a terminal that went away (hung up: EIO) or closed
                 status.start()
 
             def show(msg: str) -> None:
                 with contextlib.suppress(OSError, ValueError):  # progress is lost, not the teardown that says it
-                    status.update(f"bench: {escape(one_line(msg))}")
+                    status.update(f"{command}: {escape(one_line(msg))}")
 
             try:
                 yield show

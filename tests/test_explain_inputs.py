@@ -6,6 +6,7 @@ speed; docs/evidence/explain-speed.md holds its numbers."""
 from __future__ import annotations
 
 import base64
+import io
 import os
 import re
 import subprocess
@@ -94,3 +95,25 @@ def test_explain_has_the_run_wide_time_limit(tmp_path):
     assert "explain: the run's time limit ran out (--timeout 0.001 s)" in p.stderr
     assert explain(log, "--timeout", "0").returncode == 2
     assert explain(log, "--timeout", "60").returncode == 1  # no symptom in it: exit 1, in time
+
+
+class _Terminal:
+    """stdin at a terminal, with what a person pasted and ended with Ctrl-D."""
+
+    def __init__(self, text: bytes) -> None:
+        self.buffer = io.BytesIO(text)
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_text_pasted_at_a_terminal_is_read_after_a_prompt(monkeypatch, capsys):
+    # it was refused with "paste the error text and end with Ctrl-D", which the refusal left no way to do
+    from sparkdoctor.commands.explain import ExplainCommand, run
+
+    pasted = (ROOT / "tests" / "data" / "explain" / "mamba-align-assert.log").read_bytes()
+    monkeypatch.setattr(sys, "stdin", _Terminal(pasted))
+    result = run(ExplainCommand())
+    assert result.exit_code == 0 and [m.entry.id for m in result.data.matches] == ["vllm-mamba-align-mnbt"]
+    assert capsys.readouterr().err == (
+        "sparkdoctor explain: paste the error text, then Ctrl-D on a line of its own (Ctrl-C stops)\n")

@@ -670,3 +670,24 @@ def test_a_ledger_that_cannot_be_read_is_said_before_pip_runs(tmp_path, target, 
         assert not log.exists(), "pip ran before the ledger was opened"
     res = _whatif(target, tmp_path, "demo==0.2.0")  # no ledger at all: said in a note, as before; pip runs
     assert res.returncode == 0 and "no ledger at" in " ".join(res.stdout.split()) and log.exists(), res.stderr
+
+
+def test_whatif_says_what_it_is_doing_on_a_terminal(tmp_path, target, monkeypatch):
+    """It ran silent for the seconds (minutes for vLLM) pip's dry run and the released files take."""
+    import io
+
+    from sparkdoctor import progress as progress_module
+    from sparkdoctor.commands.whatif import WhatifCommand, run
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    fake = Terminal()
+    monkeypatch.setattr(progress_module.sys, "stderr", fake)
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    matrix(tmp_path)
+    run(WhatifCommand(["demo==0.2.0"], python=target, read=False, arch="sm_121a", matrix=tmp_path / "m.toml"))
+    shown = fake.getvalue()
+    assert "whatif: probing the target" in shown and "whatif: resolving the upgrade" in shown, shown

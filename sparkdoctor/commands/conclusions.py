@@ -54,7 +54,7 @@ def run(options: ConclusionsCommand) -> Result[ConclusionsDocument]:
         found = store.latest(led, options.name)
         if options.name is not None and not found:
             raise ConclusionError(f"no conclusion named {options.name!r} in ledger {led.path}")
-        with progress_line() as progress:
+        with progress_line(command="conclusions") as progress:
             toolchains = Toolchains(progress)
             statuses = [staleness.judge(c, led, toolchains) for c in found]
         return Result("conclusions", "conclusions", ConclusionsDocument(str(led.path), statuses))

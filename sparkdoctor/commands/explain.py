@@ -56,12 +56,14 @@ def run(options: ExplainCommand) -> Result[Explanation]:
     from sparkdoctor.runlimit import run_limit
 
     options.refuse_bad_options()
+    # pasted at a terminal: read before the run's clock starts (a person types at their own pace)
+    pasted = _read_terminal() if options.source == "-" and sys.stdin is not None and sys.stdin.isatty() else None
     with run_limit(options.timeout, "explain"):
         from sparkdoctor.matrix import load
         from sparkdoctor.matrix.ambiguity import ambiguous_lines
         from sparkdoctor.matrix.symptoms import line_count, match_text
 
-        text, label = read_text(options.source)
+        text, label = pasted or read_text(options.source)
         matrix = load(options.matrix)
         matches = match_text(text, matrix.entries)
         groups = ambiguous_lines(matches)  # one line, several known causes: never shown as one exact match
@@ -72,8 +74,8 @@ def run(options: ExplainCommand) -> Result[Explanation]:
 def read_text(source: str) -> tuple[str, str]:
     """The text and how to name it; one line (exit 2) when it cannot be read."""
     if source == "-":
-        if sys.stdin is None or sys.stdin.isatty():
-            raise UsageError("explain reads stdin: paste the error text and end with Ctrl-D, or give a FILE")
+        if sys.stdin is None:
+            raise UsageError("explain reads stdin, and there is none: give a FILE")
         data = sys.stdin.buffer.read(MAX_BYTES + 1)
         label = "stdin"
     else:
@@ -87,6 +89,18 @@ def read_text(source: str) -> tuple[str, str]:
         except OSError as exc:
             raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
         label = str(path)
+    return _decoded(data, label)
+
+
+def _read_terminal() -> tuple[str, str]:
+    """Text pasted at a terminal, after a one-line prompt on stderr (it was refused with a message that said to
+    paste it)."""
+    sys.stderr.write("sparkdoctor explain: paste the error text, then Ctrl-D on a line of its own (Ctrl-C stops)\n")
+    sys.stderr.flush()
+    return _decoded(sys.stdin.buffer.read(MAX_BYTES + 1), "stdin")
+
+
+def _decoded(data: bytes, label: str) -> tuple[str, str]:
     if len(data) > MAX_BYTES:
         raise InputError(f"{label}: {_TOO_BIG}")
     if b"\x00" in data[:8192]:

@@ -153,7 +153,7 @@ def run(options: FixCommand) -> Result[FixDocument]:
         from sparkdoctor.fix.documents import RollbackDocument
         from sparkdoctor.fix.pipeline import rollback
 
-        rolled = rollback(lambda record: _journal_target(record, options.chosen), options.journal)
+        rolled = rollback(lambda record: _journal_target(record, options.chosen), options.journal, _progress)
         return Result("fix", "fix", RollbackDocument(rolled), exit_code=rolled.exit_code)
     return _plan_or_apply(options)
 

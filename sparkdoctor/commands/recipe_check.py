@@ -67,7 +67,7 @@ def run(options: RecipeCheckCommand) -> Result[RecipeCheck]:
     from sparkdoctor.progress import progress_line
 
     overrides = options.refuse_bad_options()
-    with progress_line() as progress:
+    with progress_line(command="recipe check") as progress:
         doc = recipe_check.run(options.recipe, overrides, options.python, options.matrix, options.fail_on, progress,
                                options.container, options.container_python, options.image, options.model)
     return Result("recipe check", "recipe-check", recipe_check.RecipeCheck(doc, options.matrix),

@@ -78,7 +78,7 @@ def run(options: RerunCommand) -> Result[RerunDocument]:
                             names=tuple(options.names), allow_load_difference=options.allow_load_difference,
                             force=options.force)
     try:
-        with progress_line() as progress:
+        with progress_line(command="rerun") as progress:
             planned = pipeline.plan(led, matrix, Toolchains(progress), opts.names)
             doc = RerunDocument(str(led.path), planned)
             if not options.dry_run:

@@ -91,15 +91,16 @@ def run(options: WhatifCommand) -> Result[WhatIf]:
     or resolution that fails says itself (exit 2, or 3 for a target that cannot be probed); so does a run past --timeout
     (OutOfTime, exit 2: every process it started is stopped)."""
     from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
+    from sparkdoctor.progress import progress_line
     from sparkdoctor.runlimit import run_limit
     from sparkdoctor.whatif.upgrade import UpgradeQuestion, judge_upgrade
 
     options.refuse_bad_options()
-    with run_limit(options.timeout, "whatif"):
+    with run_limit(options.timeout, "whatif"), progress_line(command="whatif") as progress:
         whatif = judge_upgrade(UpgradeQuestion(
             list(options.specs), python=options.python, container=options.container, container_python=options.container_python,
             facts_file=options.facts_file, matrix=options.matrix, arch=options.arch, read=options.read, recipe=options.recipe,
-            ledger=options.ledger, probe=options.probe, no_deps=options.no_deps, allow_url=options.allow_url))
+            ledger=options.ledger, probe=options.probe, no_deps=options.no_deps, allow_url=options.allow_url), progress)
     failed = whatif.gate(options.fail_on) or (options.strict and whatif.remaining(options.fail_on))
     return Result("whatif", "whatif", whatif, exit_code=EXIT_FINDINGS if failed else EXIT_OK)
 

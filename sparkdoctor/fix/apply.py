@@ -128,7 +128,11 @@ def _save_wheels(plan: Plan, inventory: Inventory, installer: Installer):
     return save
 
 
-def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer) -> Outcome:
+def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer,
+          progress: Callable[[str], None] | None = None) -> Outcome:
+    """Journal first, then each step; on any failure or signal every executed step reversed. `progress` hears of
+    each phase (an apply of a package family takes a minute or more)."""
+    say = progress or (lambda message: None)
     if plan.refusals:
         raise Refusal(plan.refusals[0])
     step = Boundaries("apply")
@@ -151,6 +155,7 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
         header = _header(target, plan, inventory, installer)
         step("locked")
         edited = [(s.path, s.side) for s in plan.steps if s.op is StepKind.edit and s.path]
+        say("writing the journal (what is there now, and the wheels of what the apply replaces)")
         outside = outside_mod.snapshot(target, plan.touched) if any(s.op.changes_packages for s in plan.steps) else None
         journal = jr.create(header, edited, _dist_paths(inventory, plan.touched), _save_wheels(plan, inventory, installer), step, sides,
                             outside)
@@ -168,6 +173,7 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
         try:
             for i, action in enumerate(actions):
                 step(f"step-{i + 1}-{action.op}")
+                say(f"step {i + 1} of {len(actions)}: {action.describe()}")
                 journal.mark(jr.APPLYING, {"step": i + 1, "of": len(actions)})
                 executed.append(action)  # reversed even if it fails half-way (conda: actions[:failed + 1])
                 action.execute()
@@ -186,6 +192,7 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
                 # rollback. Every child started since the apply began is killed and reaped before the first reverse.
                 proc.stop_all(keep=running_before)
             try:
+                say(f"rolling back ({outcome.error})")
                 outcome.verified = _reverse(target, journal, executed, restorer, sides)
                 outcome.rolled_back = True
                 if outcome.verified.get("ok") and journal.has(jr.ROLLED_BACK):

@@ -6,6 +6,7 @@ what fix plans from is exactly what check reports.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from sparkdoctor.fix.installers import for_target
 from sparkdoctor.fix.interface import FixError, Installer, JournalError
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.plan import FixOptions, build_plan, hash_names
+from sparkdoctor.proc import Interrupted
 from sparkdoctor.targets.files import transport_of
 
 if TYPE_CHECKING:
@@ -115,15 +117,28 @@ class Applied:
 
 def apply_and_recheck(request: CheckRequest, planned: Planned, progress: Callable[[str], None] | None = None) -> Applied:
     assert request.target is not None, "fix applies to a live target"
-    outcome = apply_mod.apply(request.target, planned.plan, planned.inventory, planned.installer)
+    outcome = apply_mod.apply(request.target, planned.plan, planned.inventory, planned.installer, progress)
     if progress:
         progress("checking the target again")
-    after = check(request).report
+    try:
+        after = check(request).report
+    except (KeyboardInterrupt, Interrupted) as exc:  # it stopped only the check after the apply: say what the apply left
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        raise Interrupted(signum, done=_left_by(outcome)) from exc
     before_ids, after_ids = finding_ids(planned.report), finding_ids(after)
     return Applied(journal=outcome.journal, done=outcome.done, error=outcome.error, rolled_back=outcome.rolled_back,
                    rollback_verified=outcome.verified or None, outside_restored=outcome.outside_restored,
                    gone=sorted(before_ids - after_ids), remaining=sorted(before_ids & after_ids),
                    new=sorted(after_ids - before_ids), expected_gone=planned.plan.checks_after, report_after=after)
+
+
+def _left_by(outcome: apply_mod.Outcome) -> str:
+    if outcome.rolled_back:
+        return f"the apply had failed and was rolled back (journal {outcome.journal})"
+    if outcome.error is None:
+        return (f"the fix was applied (journal {outcome.journal}) and not checked again; "
+                f"`sparkdoctor fix --rollback {outcome.journal}` undoes it")
+    return f"the apply failed (journal {outcome.journal}): see `sparkdoctor fix --history`"
 
 
 @dataclass
@@ -153,7 +168,8 @@ class RolledBack:
         return out
 
 
-def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None) -> RolledBack:
+def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None,
+             progress: Callable[[str], None] | None = None) -> RolledBack:
     """`target_for(journal's target record)` finds that target again (or refuses, in one line)."""
     journal = jr.load(ident)
     status = journal.status()
@@ -170,6 +186,8 @@ def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None) 
         return RolledBack(journal.id, "already rolled back", f"journal {journal.id} was already rolled back",
                           verified=journal.marker(jr.ROLLED_BACK))
     target = target_for(journal.data["target"])
+    if progress:  # the saved wheels are checked, reinstalled offline and every file verified: tens of seconds
+        progress(f"rolling back journal {journal.id} (checking it can restore, restoring, verifying)")
     verified = apply_mod.rollback(target, journal, lambda inventory: for_target(target, inventory))
     return RolledBack(journal.id, "rolled back", f"journal {journal.id} rolled back", verified=verified,
                       restored_packages=journal.data["touched_before"],

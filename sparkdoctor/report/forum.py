@@ -25,7 +25,7 @@ RULE = "=" * 30
 def forum_blocks(report: Report, facts: Facts, r: Redactor) -> list[Block]:
     tool = facts.tool or {}
     head = [
-        f"sparkdoctor report (sparkdoctor {clip(tool.get('version', '?'), 100)}, taken {clip(facts.taken_at, 100)}, "
+        f"sparkdoctor report (sparkdoctor {clip(tool.get('version', '?'), 100)}, taken {clip(facts.taken(), 100)}, "
         f"fingerprint {judgement.shown_fingerprint(report.facts, r)})",
         f"verdict: {judgement.verdict_line(report, r)}",
         f"target:  {describe_target(facts)}",

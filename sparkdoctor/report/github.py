@@ -63,7 +63,7 @@ def github_blocks(report: Report, facts: Facts, r: Redactor) -> list[Block]:
         "",
         f"**{md(judgement.verdict_line(report, r))}**",
         "",
-        f"sparkdoctor {md(clip(tool.get('version', '?'), 100))} · taken {md(clip(facts.taken_at, 100))} · "
+        f"sparkdoctor {md(clip(tool.get('version', '?'), 100))} · taken {md(clip(facts.taken(), 100))} · "
         f"fingerprint {_fingerprint(judgement.shown_fingerprint(report.facts, r))}",  # the one `check` prints, or withheld
         "",
     ]

@@ -75,6 +75,6 @@ def render_console(audit: Audit, console: Console) -> None:
 
 
 VIEW = View(Audit, {
-    Format.console: lambda result, sink: sink.capture(lambda console: render_console(result.data, console),
-                                                      width=None if sink.to_file else 140),
+    # a terminal's own width (it was 140 columns there too: a 40-column terminal broke every table row in two)
+    Format.console: lambda result, sink: sink.wide(lambda console: render_console(result.data, console)),
     Format.json: lambda result, sink: audit_to_dict(result.data)})

@@ -79,7 +79,7 @@ def _render(report: Report, console: Console, verbose: bool, ink: Ink) -> None:
     title = Text("sparkdoctor", style="bold")
     if tool.get("version"):
         ink.append(title, f" {tool['version']}", style="bold")
-    ink.append(title, f"  {facts.taken_at}", style="dim")
+    ink.append(title, f"  {facts.taken()}", style="dim")
     console.print(title)
     console.print(_header(report, ink))
     _print_findings(console, report, ink, verbose)

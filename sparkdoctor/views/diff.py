@@ -25,7 +25,7 @@ def _text(value: object) -> str:
 def draw(doc: DiffDocument, console: Console) -> None:
     comparison = doc.comparison
     for label, side in (("A", doc.a), ("B", doc.b)):
-        console.print(f"{label}  {_text(side.file)}  ({_text(side.target)}, taken {_text(side.taken_at)}, "
+        console.print(f"{label}  {_text(side.file)}  ({_text(side.target)}, taken {_text(side.taken_at or 'unknown')}, "
                       f"fingerprint {_text(side.fingerprint)})")
     console.print()
     ordered = comparison.risky + comparison.benign

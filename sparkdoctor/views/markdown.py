@@ -82,7 +82,7 @@ def render_markdown(report: Report) -> str:
         "",
         f"**{summary_line(report)}**",
         "",
-        f"sparkdoctor {_text(tool.get('version', '?'))} · snapshot taken {_text(facts.taken_at)} · fingerprint "
+        f"sparkdoctor {_text(tool.get('version', '?'))} · snapshot taken {_text(facts.taken())} · fingerprint "
         + (shown if shown == WITHHELD else _code(shown)),
         "",
         f"<sub>{REDACTED_NOTE}</sub>",

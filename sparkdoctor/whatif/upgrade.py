@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,9 +66,9 @@ class UpgradeQuestion:
     allow_url: bool = False  # a URL or path requirement is judged too (refused otherwise: resolve.check_specs)
 
 
-def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
-    """The upgrade judged. A MatrixError, FactsError, TargetError, TargetUnprobeable, ResolveError, RecipeError or
-    LedgerFailure says itself (and its exit code)."""
+def judge_upgrade(q: UpgradeQuestion, progress: Callable[[str], None] = lambda message: None) -> WhatIf:
+    """The upgrade judged (`progress` hears of each stage). A MatrixError, FactsError, TargetError, TargetUnprobeable,
+    ResolveError, RecipeError or LedgerFailure says itself (and its exit code)."""
     check_specs(q.specs, q.allow_url)  # before anything runs: no SPEC becomes a pip option
     matrix = load(q.matrix)
     refuse_bad_target_options(q.python, q.container, q.container_python, q.facts_file is not None)
@@ -85,6 +86,7 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
         if q.python is None:
             _refuse_other_prefix(q.facts_file, today, interpreter)
     else:
+        progress("probing the target")
         today = apply_arch_override(collect(CheckRequest(target=target, arch=q.arch, kernels=False)), q.arch)
         if recipe_env:  # the box's own env stays the box's: the recipe's variables judge only its capabilities
             today.env = box_env(today.env, recipe_env)
@@ -97,12 +99,14 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
     ledger = _ledger(q.ledger, notes)  # before pip's dry run (minutes for vLLM): a ledger that cannot be read says so now
     reader = None
     try:
+        progress("resolving the upgrade (a dry run of the target's installer)")
         changes = resolve_upgrade(resolver, interpreter, q.specs, today, q.no_deps, seen)  # a ResolveError carries its exit code (2)
         if q.read:
             machine = str((today.host or {}).get("machine") or "aarch64")
             platform = "linux-x86_64" if machine in ("x86_64", "amd64") else "linux-aarch64"
             target_py = ".".join(str((today.target or {}).get("version") or "3.12").split(".")[:2])
             reader = Reader(platform, target_py)  # the wheels the target itself would install
+        progress("reading the new releases' files" if reader is not None else "judging the upgrade")
         predicted = hypothetical_facts(today, changes, reader, notes, recipe_env)
         result = compare(today, predicted, matrix, q.specs, changes, notes)
         result.target, result.installer, result.pip_warnings = interpreter, seen.installer, seen.warnings
@@ -111,6 +115,7 @@ def judge_upgrade(q: UpgradeQuestion) -> WhatIf:
         result.stale = stale_conclusions(ledger, interpreter, today, predicted) if ledger is not None else None
         if q.probe:
             python = (getattr(target, "shares_files", True) and base_interpreter(today)) or sys.executable
+            progress("compiling the probes with what the upgrade would put on disk")
             result.probe = _probe(today, predicted, changes, python)
     finally:
         if reader is not None:

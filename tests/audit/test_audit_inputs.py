@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -264,3 +266,23 @@ def test_a_shard_the_index_names_that_is_no_file_is_named_for_what_it_is(tmp_pat
     os.mkfifo(shard) if kind == "fifo" else shard.symlink_to("/dev/zero")
     message = one_line(lambda: load_checkpoint(folder), "not a regular file")
     assert "incomplete download" not in message
+
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_console_table_fits_a_narrow_terminal(tmp_path, monkeypatch):
+    # drawn 140 columns wide on any terminal: a 60-column one broke each row of the table in two
+    import sparkdoctor.views.audit  # noqa: F401 (registers the view)
+    from sparkdoctor import emit
+    from sparkdoctor.result import Format, Result
+
+    audit = run_audit(AuditOptions(model=str(tiny(tmp_path / "m"))))
+    monkeypatch.setattr(sys, "stdout", _Terminal())
+    monkeypatch.setenv("COLUMNS", "60")
+    lines = emit.render(Result("audit", "audit", audit), Format.console).splitlines()
+    table = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in lines if "│" in line or "┃" in line]
+    assert table and max(len(line) for line in table) <= 60, table

@@ -38,7 +38,7 @@ def error(p: subprocess.CompletedProcess, code: int, *needles: str) -> None:
 
 
 def bare_venv(tmp_path: Path) -> Path:
-    """A venv with no packages (no pip: fix plans with uv; an env-file fix changes only the env file)."""
+    """A venv with no packages (no pip: fix plans with sparkdoctor's own pip; an env-file fix changes only the env file)."""
     venv = tmp_path / "v"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     return venv / "bin" / "python"
@@ -62,6 +62,16 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_apply(tmp_path, 
     res = sd("fix", "--python", str(python), *SMALL, "--env-file", str(env_file), "--yes", "-o", str(good), "--format", "json")
     assert res.returncode == 0, res.stderr
     assert "VLLM_NVFP4_GEMM_BACKEND" not in env_file.read_text() and json.loads(good.read_text())["journal"]
+    # the apply says what it is doing (it was silent from the plan to the check after it: a minute for a family)
+    progress = [ln for ln in res.stderr.splitlines() if ln.startswith("sparkdoctor fix: ")]
+    assert progress[-3:-1] == ["sparkdoctor fix: writing the journal (what is there now, and the wheels of what the apply "
+                               "replaces) ...", f"sparkdoctor fix: step 1 of 1: edit {env_file} ..."], res.stderr
+    if where == "missing-folder":  # and so does the rollback (it was silent for the half minute a family takes)
+        ident = json.loads(good.read_text())["journal"]
+        back = sd("fix", "--rollback", ident)
+        assert back.returncode == 0 and env_file.read_text() == ENV_TEXT, back.stderr
+        assert back.stderr == (f"sparkdoctor fix: rolling back journal {ident} (checking it can restore, restoring, "
+                               "verifying) ...\n")
 
 
 def test_an_output_that_cannot_be_written_is_refused_before_the_rollback(tmp_path):

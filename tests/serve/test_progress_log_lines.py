@@ -65,3 +65,15 @@ def test_a_hung_up_terminal_loses_the_progress_not_the_teardown_or_the_outcome(m
     except KeyboardInterrupt:
         pass
     assert stopped == [True]
+
+
+def test_the_status_line_names_the_command_that_runs(monkeypatch):
+    # every command's status line said "bench: ..." (recipe check, conclusions, rerun)
+    fake = _Terminal()
+    monkeypatch.setattr(progress_module.sys, "stderr", fake)
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    with progress_module.progress_line(command="recipe check") as say:
+        say("sizing the launch against the memory free now")
+    shown = fake.getvalue()
+    assert "recipe check: sizing the launch" in shown and "bench" not in shown
