@@ -112,6 +112,6 @@ def describe(exc: BaseException) -> dict[str, object]:
             name = signal.Signals(signum).name
         except ValueError:
             name = f"signal {signum}"
-        return {"code": "interrupted", "type": type(exc).__name__, "message": f"interrupted ({name})",
+        return {"code": "interrupted", "type": type(exc).__name__, "message": f"interrupted ({name}){getattr(exc, 'then', '')}",  # proc.Interrupted's next step
                 "exit_code": 128 + int(signum)}
     return {"code": "internal", "type": type(exc).__name__, "message": one_line(str(exc)), "exit_code": EXIT_USAGE}

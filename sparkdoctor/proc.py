@@ -42,9 +42,10 @@ def signal_name(number: int) -> str:
 class Interrupted(BaseException):
     """SIGTERM/SIGHUP arrived: unwind like KeyboardInterrupt (which `except Exception` cannot swallow)."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, then: str = ""):
         super().__init__(signum)
         self.signum = signum
+        self.then = then  # what the interrupted command says to do next, after the one line's first part
 
 
 @dataclass
@@ -221,7 +222,8 @@ def interrupted(exc: BaseException) -> tuple[int, str]:
     kill_all()
     signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
     name = signal.Signals(signum).name
-    return 128 + signum, f"interrupted ({name}); every probe it started was stopped"
+    then = exc.then if isinstance(exc, Interrupted) else ""
+    return 128 + signum, f"interrupted ({name}); every probe it started was stopped{then}"
 
 
 # ---- running ---------------------------------------------------------------------------------------

@@ -6,11 +6,12 @@ what fix plans from is exactly what check reports.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from sparkdoctor import unsettled
+from sparkdoctor import proc, unsettled
 from sparkdoctor.check import CheckRequest, check
 from sparkdoctor.errors import TargetUnprobeable
 from sparkdoctor.exitcodes import EXIT_FIX_FAILED
@@ -170,7 +171,12 @@ def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None) 
         return RolledBack(journal.id, "already rolled back", f"journal {journal.id} was already rolled back",
                           verified=journal.marker(jr.ROLLED_BACK))
     target = target_for(journal.data["target"])
-    verified = apply_mod.rollback(target, journal, lambda inventory: for_target(target, inventory))
+    try:
+        verified = apply_mod.rollback(target, journal, lambda inventory: for_target(target, inventory))
+    except (KeyboardInterrupt, proc.Interrupted) as exc:  # the CLI's one line says what is left to do
+        signum = exc.signum if isinstance(exc, proc.Interrupted) else signal.SIGINT
+        raise proc.Interrupted(signum, f"; the rollback of journal {journal.id} may have stopped part way: run `sparkdoctor "
+                                       f"fix --rollback {journal.id}` again, which puts back what is left and verifies it") from None
     return RolledBack(journal.id, "rolled back", f"journal {journal.id} rolled back", verified=verified,
                       restored_packages=journal.data["touched_before"],
                       restored_files=[r["path"] for r in journal.data["files"]])
