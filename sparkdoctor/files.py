@@ -34,8 +34,18 @@ class LockedError(UsageError):
     code = "locked"
 
 
+def _started(pid: str) -> str:
+    """", running since HH:MM:SS UTC" for a process (its start time from /proc, against the boot time); "" if unknown."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(int(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines() if ln.startswith("btime "))
+        return time.strftime(", running since %Y-%m-%d %H:%M:%S UTC", time.gmtime(boot + ticks / os.sysconf("SC_CLK_TCK")))
+    return ""
+
+
 def lock_holder(fd: int) -> str:
-    """Who holds the flock on the file open at `fd`: "pid N (its command line)", from /proc/locks; else "another run"."""
+    """Who holds the flock on the file open at `fd`: "pid N (its command line), running since ...", from /proc/locks;
+    else "another run"."""
     st = os.fstat(fd)
     dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     with contextlib.suppress(OSError):
@@ -44,8 +54,8 @@ def lock_holder(fd: int) -> str:
             if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == dev and fields[4].isdigit() and fields[4] != "0":
                 with contextlib.suppress(OSError):
                     cmd = Path(f"/proc/{fields[4]}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-                    return f"pid {fields[4]} ({cmd[:120]})"
-                return f"pid {fields[4]}"
+                    return f"pid {fields[4]} ({cmd[:120]}){_started(fields[4])}"
+                return f"pid {fields[4]}{_started(fields[4])}"
     return "another run"
 
 

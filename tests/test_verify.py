@@ -191,10 +191,10 @@ def test_build_failure_is_an_error_and_fresh_envs_are_removed(tmp_path, envs, mo
 def test_pip_comes_from_sparkdoctor_or_else_from_the_venv(monkeypatch):
     python = Path("/x/venv/bin/python")
     monkeypatch.setattr(venvs, "_OWN_PIP", [True])
-    own = [*venvs.bounded_pip(sys.executable), "--python", str(python)]
+    own = [*venvs.bounded_pip(sys.executable, venvs.INSTALL_MEMORY), "--python", str(python)]
     assert venvs.pip_install(python, ("a==1",))[:len(own)] == own
     monkeypatch.setattr(venvs, "_OWN_PIP", [False])
-    assert venvs.pip_install(python, ("a==1",))[:len(own) - 2] == venvs.bounded_pip(python)
+    assert venvs.pip_install(python, ("a==1",))[:len(own) - 2] == venvs.bounded_pip(python, venvs.INSTALL_MEMORY)
     assert venvs.bounded_pip(python)[:2] == [str(python), "-c"] and "RLIMIT_FSIZE" in venvs.bounded_pip(python)[2]
     # a requirement is never an option, and only wheels are installed
     assert venvs.pip_install(python, ("--no-deps", "a==1"))[-5:] == ["install", "--no-deps", "--only-binary=:all:", "--", "a==1"]

@@ -103,6 +103,23 @@ ELSEWHERE = re.compile(r"^(?::env:|global|install)\.(?:target|prefix|root)=")
 """`pip config list` lines of the settings that move an install out of the interpreter's environment."""
 
 
+# Settings of the user's environment (or of a pip config file: a value here outranks it) that made fix's pip do
+# something else than its plan says, or made a rollback fail and put nothing back; every fix pip call runs with these.
+# A non-empty value where pip ignores an empty one (" " is an empty list, "0" false), so a config file's value is undone.
+NEUTRAL_ENV = {
+    "PIP_REQUIREMENT": " ", "PIP_EDITABLE": " ",  # installed what the plan never named (pip.conf `requirement = ...`)
+    "PIP_DRY_RUN": "0",  # the install changed nothing, and the apply was journaled as done and failed its re-check
+    "PIP_NO_DEPS": "0", "PIP_UPGRADE": "0", "PIP_UPGRADE_STRATEGY": "only-if-needed", "PIP_FORCE_REINSTALL": "0",
+    "PIP_IGNORE_INSTALLED": "0",  # what the plan's own options say, and only that
+    "_PIP_RUNNING_IN_SUBPROCESS": "1",  # PIP_PYTHON (pip --python) ran pip again under another interpreter: refused there
+    "PYTHONWARNINGS": "",  # `error` stopped pip on a DeprecationWarning of its own (an empty value is no value)
+}
+
+
+def _env(env: dict[str, str] | None) -> dict[str, str]:
+    return {**NEUTRAL_ENV, **(env or {})}
+
+
 def _constraint_args(constraints: list[str] | None) -> list[str]:
     return [a for c in constraints or [] for a in ("-c", c)]
 
@@ -135,7 +152,7 @@ class PipInstaller(Installer):
         pip_from = ["--pip-from", self.pip_from] if self.pip_from else []
         if args[0] == "install" and not self.settings_read:
             self._refuse_elsewhere(pip_from, env)
-        result = self.target.run_script(Path(PIP_NO_SITE), [*pip_from, args[0], *base, *args[1:]], TIMEOUT, env=env)
+        result = self.target.run_script(Path(PIP_NO_SITE), [*pip_from, args[0], *base, *args[1:]], TIMEOUT, env=_env(env))
         too_old = not pip_from and not result.ok and dry_run and any(old in (result.stderr or "") for old in OLD_PIP)
         if too_old and (misfit := own_pip_misfit(self.inventory.version)):
             raise UnchangedError(f"{what} failed: {self.inventory.python}'s pip is older than 22.2 (no --dry-run --report), "
@@ -143,7 +160,7 @@ class PipInstaller(Installer):
         if too_old and getattr(self.target, "shares_files", True) and (own := own_pip_folder()):
             # a pip older than 22.2 has no --dry-run --report: sparkdoctor's pip resolves, run by the target's
             # interpreter without site, as whatif does; the install itself stays the target's own pip
-            result = self.target.run_script(Path(PIP_NO_SITE), ["--pip-from", own, args[0], *base, *args[1:]], TIMEOUT, env=env)
+            result = self.target.run_script(Path(PIP_NO_SITE), ["--pip-from", own, args[0], *base, *args[1:]], TIMEOUT, env=_env(env))
         if not result.ok:
             raise _fail(what, result, dry_run)
         return result
@@ -152,7 +169,7 @@ class PipInstaller(Installer):
         """pip's settings that install somewhere else than the target's environment (PIP_TARGET, PIP_PREFIX, PIP_ROOT,
         or `target`/`prefix`/`root` in a pip config file; an empty value does not undo one): the install landed there,
         the apply saw no change and was undone, and the folder written stayed. Refused before anything is changed."""
-        result = self.target.run_script(Path(PIP_NO_SITE), [*pip_from, "config", "list"], TIMEOUT, env=env)
+        result = self.target.run_script(Path(PIP_NO_SITE), [*pip_from, "config", "list"], TIMEOUT, env=_env(env))
         found = [ln.strip() for ln in (result.stdout or "").splitlines() if ELSEWHERE.match(ln.strip())]
         if found:
             raise UnchangedError(f"pip's settings install somewhere else than {self.inventory.python}'s environment "
@@ -219,7 +236,7 @@ class PipInstaller(Installer):
             with self.files.scratch() as tmp:
                 # without site, as the comment in _pip says: fetching wheels needs no package's .pth line
                 pip_from = ["--pip-from", self.pip_from] if self.pip_from else []
-                _fetch(requirements, tmp, lambda args: self.target.run_script(Path(PIP_NO_SITE), [*pip_from, *args], TIMEOUT))
+                _fetch(requirements, tmp, lambda args: self.target.run_script(Path(PIP_NO_SITE), [*pip_from, *args], TIMEOUT, env=_env(None)))
                 names = [n for n in self.files.listdir(tmp) if n.endswith(".whl")]
                 got = self.files.export([f"{tmp}/{n}" for n in names], Path(dest))
                 for path, row in got.items():

@@ -81,7 +81,9 @@ def sha256_bytes(data: bytes) -> str:
 
 @contextmanager
 def target_lock(target_key: str, label: str) -> Iterator[None]:
-    """One fix or rollback per target (inventory.target_key) at a time; a second one is refused at once."""
+    """One fix or rollback per target (inventory.target_key) at a time; a second one is refused at once, not waited
+    for: its plan was made from what the environment held before the first one changed it (pip itself takes no lock at
+    all; apt refuses as well). The lock goes with the process that holds it, so it is never left behind."""
     folder = state_dir() / "locks"
     path = folder / f"{key_digest(target_key)}.lock"
     try:
@@ -96,7 +98,8 @@ def target_lock(target_key: str, label: str) -> Iterator[None]:
             from sparkdoctor.files import lock_holder
 
             raise UnchangedError(f"another sparkdoctor fix or rollback is running on {label}: {lock_holder(fd)} "
-                                 f"(lock {path}); wait for it") from None
+                                 f"(lock {path}); wait for it to end, then run this again: its plan is made from what the environment "
+                                 "holds then") from None
         try:
             yield
         finally:

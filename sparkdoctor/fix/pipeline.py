@@ -188,7 +188,12 @@ def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None,
     target = target_for(journal.data["target"])
     if progress:  # the saved wheels are checked, reinstalled offline and every file verified: tens of seconds
         progress(f"rolling back journal {journal.id} (checking it can restore, restoring, verifying)")
-    verified = apply_mod.rollback(target, journal, lambda inventory: for_target(target, inventory))
+    try:
+        verified = apply_mod.rollback(target, journal, lambda inventory: for_target(target, inventory))
+    except (KeyboardInterrupt, Interrupted) as exc:  # the CLI's one line says what is left to do
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        raise Interrupted(signum, done=f"the rollback of journal {journal.id} may have stopped part way: run `sparkdoctor "
+                                       f"fix --rollback {journal.id}` again, which puts back what is left and verifies it") from None
     return RolledBack(journal.id, "rolled back", f"journal {journal.id} rolled back", verified=verified,
                       restored_packages=journal.data["touched_before"],
                       restored_files=[r["path"] for r in journal.data["files"]])

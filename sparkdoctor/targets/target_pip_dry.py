@@ -37,6 +37,19 @@ def _pip_from(folder):
     spec.loader.exec_module(module)
 
 
+def _environment_pip():
+    """The folder of the environment's own pip when PYTHONPATH is set: the first folder of sys.path that holds one,
+    PYTHONPATH's left out (a pip there is not the environment's: fix's rollback ran it, and it put nothing back). None
+    without PYTHONPATH, or when only PYTHONPATH holds one."""
+    from importlib.machinery import PathFinder
+
+    added = set(os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+    for folder in sys.path if added else []:
+        if folder and os.path.abspath(folder) not in added and PathFinder.find_spec("pip", [folder]) is not None:
+            return folder
+    return None
+
+
 # What starts a process. pip starts one to build a source distribution (its setup.py or build backend: the package's code)
 # or check out a VCS link; a wheel's install needs none. `--only-binary :all:` on the command line is not
 # enough: an option line of a constraint file (PIP_CONSTRAINT, pip's config) outranks it, and `--no-binary NAME` there
@@ -59,6 +72,10 @@ if __name__ == "__main__":
     if args[:1] == ["--pip-from"] and len(args) > 1:
         _pip_from(args[1])
         args = args[2:]
+    else:
+        folder = _environment_pip()
+        if folder:
+            _pip_from(folder)
     import runpy
 
     sys.argv = ["pip"] + args

@@ -24,6 +24,7 @@ from pathlib import Path
 from sparkdoctor import proc
 from sparkdoctor.matrix import Stack
 from sparkdoctor.unreachable import index_unreachable
+from sparkdoctor.verify import venvs
 from sparkdoctor.verify.venvs import bounded_pip, pip_error
 
 RESOLVE_TIMEOUT = 600.0
@@ -48,7 +49,7 @@ def requirements(stack: Stack) -> list[str]:
 
 
 def dry_run_argv(reqs: list[str], python: str, report: Path) -> list[str]:
-    argv = [*bounded_pip(sys.executable), "--disable-pip-version-check", "--no-input", "install", "--dry-run",
+    argv = [*bounded_pip(sys.executable, venvs.INSTALL_MEMORY), "--disable-pip-version-check", "--no-input", "install", "--dry-run",
             "--ignore-installed", "--report", str(report), "--only-binary", ":all:", "--python-version", python, "--implementation", "cp",
             # pip before 23.1 takes platform options only with --target (nothing is installed: --dry-run)
             "--target", str(report.parent / "target")]
@@ -72,8 +73,8 @@ def resolve(stack: Stack) -> StackResult:
                 return StackResult(stack.id, python, "error", f"pip's report did not parse: {exc}")
             picked = ", ".join(f"{n} {got[n]}" for n in sorted(got) if n in {k.lower() for k in stack.packages})
             return StackResult(stack.id, python, "resolves", f"pip resolves {len(got)} distributions for linux aarch64, CPython {python}: {picked}", got)
-        if result.timed_out or result.start_error or result.signal:
-            return StackResult(stack.id, python, "error", pip_error(result))
+        if result.timed_out or result.start_error or result.signal or "MemoryError" in (result.stderr or ""):
+            return StackResult(stack.id, python, "error", pip_error(result))  # stopped: no verdict on the stack
         why = conflict(result)
         unreachable = index_unreachable(f"{result.stderr}\n{result.stdout}")
         if unreachable and not why.startswith("conflict:"):  # no release seen is no release missing

@@ -33,6 +33,10 @@ FILE_LIMIT = 8 * 1024**3
 # The address space of a pip that only reads an index page (`pip index versions`, RLIMIT_AS): it holds the page whole,
 # and an endless one grew it by 130 MB/s until its 120 s limit; the real pages of torch and vllm need about 55 MB.
 INDEX_MEMORY = 1024**3
+# The same bound for the pip that installs a verify step and resolves a stack (`--kind installs`, `--stacks`): it reads
+# index pages the same way (a dry run of a vLLM stack peaked at 300 MB of address space, an install of the CuTe DSL
+# family with the nvcc wheels (603 MB) went through under 1 GiB); an endless page grew it as `pip index versions` did.
+INSTALL_MEMORY = 2 * 1024**3
 _BOUNDED_PIP = ("import resource, runpy, signal, sys; n, m = int(sys.argv.pop(1)), int(sys.argv.pop(1)); "
                 "resource.setrlimit(resource.RLIMIT_FSIZE, (n, n)); m and resource.setrlimit(resource.RLIMIT_AS, (m, m)); "
                 "signal.signal(signal.SIGXFSZ, signal.SIG_DFL); sys.argv[0] = 'pip'; runpy.run_module('pip', run_name='__main__', alter_sys=True)")
@@ -106,7 +110,7 @@ def own_pip() -> bool:
 
 def pip_install(python: Path, step: tuple[str, ...]) -> list[str]:
     # sparkdoctor's own pip installs into the scratch venv (pip --python): no pip bootstrap per venv.
-    pip = [*bounded_pip(sys.executable), "--python", str(python)] if own_pip() else bounded_pip(python)
+    pip = [*bounded_pip(sys.executable, INSTALL_MEMORY), "--python", str(python)] if own_pip() else bounded_pip(python, INSTALL_MEMORY)
     # the step's options (verify_table.ALLOWED_OPTIONS), then `--`: a requirement is never read as an option
     options, reqs = [a for a in step if a.startswith("-")], [a for a in step if not a.startswith("-")]
     # wheels only: an sdist's build backend is code from the index, and a matrix can come from someone else

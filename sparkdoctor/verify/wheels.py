@@ -60,8 +60,13 @@ def wheel(package: str, version: str, root: Path | None = None) -> Path:
     """The wheel of `package==version`, from the cache or downloaded into it."""
     root = root or Path(os.environ.get("SPARKDOCTOR_WHEELS") or cache_dir() / "wheels")
     name = canonicalize_name(package)
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / f".{name}-{version}.lock", "a") as lock:  # "a": a link there is never truncated through
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        lock = open(root / f".{name}-{version}.lock", "a")  # "a": a link there is never truncated through
+    except OSError as exc:  # a version too long for a file name (the wheel's own name could not hold it either)
+        shown = version if len(version) <= 40 else f"{version[:40]}... ({len(version)} characters)"
+        raise WheelError(f"pip download {name}=={shown} failed: cannot lock it in {root}: {exc.strerror or exc}") from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two runs must not download one wheel at once
         found = _cached(root, name, version)
         if found:
