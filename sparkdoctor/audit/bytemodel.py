@@ -136,8 +136,13 @@ def read_by_format(modules: list[Module], shape: ModelShape, include_mtp: bool, 
     return dict(out)
 
 
-KV_BYTES: dict[str, float | None] = {"auto": None, "bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1,
-                                     "fp8_e5m2": 1, "fp8_inc": 1}
+# vllm serve --kv-cache-dtype's choices, as vLLM 0.32 spells them (vllm/config/cache.py `CacheDType`, a Literal its
+# argparse takes exactly, case and all: `FP8`, `half` and `float32` stop the server)
+VLLM_KV_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4_ds_mla",
+                  "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "int4_per_token_head",
+                  "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6")
+KV_BYTES: dict[str, float | None] = {"auto": None, "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
+                                     "fp8_inc": 1}
 # Cache formats with no one width a value; their layouts as vLLM 0.32 writes them (read from its source):
 # - DeepSeek's sparse-MLA records: one opaque record a token a layer, laid out for DeepSeek V3.2's latent (512 NoPE values
 #   + 64 RoPE values = 576): model_executor/layers/attention/mla_attention.py `state_content_bytes={"fp8_ds_mla": 656,
@@ -166,9 +171,11 @@ def turboquant_slot(name: str, head_dim: int) -> int:
 
 
 def kv_width(name: str, shape: ModelShape, model_bytes: float) -> tuple[float, str]:
-    """(bytes a cached value, how they were found) for --kv-cache-dtype `name` (lower case) on this model; the mean
-    over its attention layers where vLLM keeps some at the model's dtype. ValueError (why, one line) when vLLM's layout
-    does not fit the model, or `name` is none the audit knows."""
+    """(bytes a cached value, how they were found) for --kv-cache-dtype `name` (as written) on this model; the mean
+    over its attention layers where vLLM keeps some at the model's dtype. ValueError (why, one line) when vLLM refuses
+    `name`, its layout does not fit the model, or it is none the audit knows."""
+    if name not in VLLM_KV_DTYPES:
+        raise ValueError(f"vLLM refuses it (its choices, case and all: {', '.join(VLLM_KV_DTYPES)})")
     if name in KV_BYTES:
         width = KV_BYTES[name]
         return (model_bytes if width is None else float(width)), name
@@ -191,7 +198,7 @@ def kv_width(name: str, shape: ModelShape, model_bytes: float) -> tuple[float, s
         width = (kept * model_bytes + (len(attention) - kept) * packed) / len(attention) if attention else packed
         how = f"{name} ({slot} bytes a head a token" + (f"; {kept} boundary layers at the model's {model_bytes:g} bytes)" if kept else ")")
         return width, how
-    raise ValueError(f"not one of {', '.join(KV_DTYPES)} (the KV cache layouts the audit knows)")
+    raise ValueError(f"vLLM takes it; the audit does not size its layout (it sizes {', '.join(KV_DTYPES)})")
 
 
 def kv_bytes_per_token(shape: ModelShape, context: int, kv_dtype_bytes: float) -> float:

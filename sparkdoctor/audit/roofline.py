@@ -131,7 +131,7 @@ def _bandwidth(options: AuditOptions) -> tuple[float, str, gpus.Gpu]:
 
 
 def _kv_dtype(options: AuditOptions, shape: ModelShape, quant: list[QuantConfig]) -> tuple[str, float]:
-    name = options.kv_cache_dtype.lower()
+    name = options.kv_cache_dtype
     if name == "auto":  # the model's own dtype
         scaled = next((q.source for q in quant if q.kv_cache_dtype == "fp8"), None)
         hint = f"; {scaled} carries FP8 KV scales: --kv-cache-dtype fp8 uses them" if scaled else ""

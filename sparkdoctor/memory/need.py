@@ -281,7 +281,7 @@ def _offload(need: Need, recipe: Recipe, argv: list[str]) -> None:
 
 def _kv_dtype_bytes(name: str, act_bytes: int, shape: ModelShape) -> float:
     try:
-        return bytemodel.kv_width(name.lower(), shape, float(act_bytes))[0]
+        return bytemodel.kv_width(name, shape, float(act_bytes))[0]
     except ValueError as exc:
         raise NeedError(f"--kv-cache-dtype {name}: {exc}") from None
 

@@ -1,0 +1,44 @@
+"""dtype and cache-dtype names as vLLM's parser takes them (docs/evidence/revleft5-2026-12-01.md): exactly its choices,
+case and all, in the audit, the memory verdict and the bench roofline alike; a cast tensor labelled as it is served."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor import recipes
+from sparkdoctor.audit import AuditError, AuditOptions, run_audit
+from sparkdoctor.memory.need import launch_need
+from tests.audit.test_checkpoint import tiny
+
+EUGR = 'recipe_version: "1"\nname: r\ncontainer: vllm/vllm-openai:latest\ncommand: |\n  vllm serve {model} {flags}\n'
+
+
+def _recipe(tmp_path: Path, flags: str) -> recipes.Recipe:
+    folder = tiny(tmp_path / "m")
+    path = tmp_path / "r.yaml"
+    path.write_text(EUGR.format(model=folder, flags=flags))
+    return recipes.load(path)
+
+
+@pytest.mark.parametrize("name", ["FP8", "Auto", "BFLOAT16", "float32", "half"])
+def test_a_kv_cache_dtype_vllm_refuses_is_refused(tmp_path, name):
+    """vLLM 0.32's CacheDType (vllm/config/cache.py) is a Literal: argparse takes those names exactly, so `FP8` and
+    `Auto` stop the server, and float32 and half are none of its cache dtypes."""
+    with pytest.raises(AuditError, match=f"--kv-cache-dtype {name}.*vLLM refuses it"):
+        run_audit(AuditOptions(str(tiny(tmp_path / "m")), gpu="gb10", kv_cache_dtype=name))
+    with pytest.raises(AuditError, match=f"--kv-cache-dtype {name}.*vLLM refuses it"):
+        launch_need(_recipe(tmp_path, f"--max-model-len 1024 --kv-cache-dtype {name}"), tmp_path / "m", 128 * 2**30)
+
+
+def test_a_kv_cache_dtype_vllm_takes_but_the_audit_cannot_size_says_so(tmp_path):
+    with pytest.raises(AuditError, match="--kv-cache-dtype nvfp4: vLLM takes it; the audit does not size its layout"):
+        run_audit(AuditOptions(str(tiny(tmp_path / "m")), gpu="gb10", kv_cache_dtype="nvfp4"))
+
+
+def test_the_kv_cache_dtypes_vllm_takes_are_sized(tmp_path):
+    folder = str(tiny(tmp_path / "m"))
+    widths = {name: run_audit(AuditOptions(folder, gpu="gb10", kv_cache_dtype=name)).kv_dtype_bytes
+              for name in ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")}
+    assert widths == {"auto": 2, "float16": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
