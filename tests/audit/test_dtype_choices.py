@@ -9,6 +9,7 @@ import pytest
 
 from sparkdoctor import recipes
 from sparkdoctor.audit import AuditError, AuditOptions, run_audit
+from sparkdoctor.audit.fromrecipe import recipe_settings
 from sparkdoctor.memory.need import launch_need
 from tests.audit.test_checkpoint import tiny
 
@@ -42,3 +43,17 @@ def test_the_kv_cache_dtypes_vllm_takes_are_sized(tmp_path):
     widths = {name: run_audit(AuditOptions(folder, gpu="gb10", kv_cache_dtype=name)).kv_dtype_bytes
               for name in ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")}
     assert widths == {"auto": 2, "float16": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
+
+
+def test_the_memory_verdict_reads_dtype_as_the_audit_does(tmp_path):
+    """One reader for --dtype (fromrecipe.recipe_settings): a value vLLM refuses stops both; a --config file's value is
+    named as the file's, as the audit names it (the memory verdict re-read the flag and said the command gave it)."""
+    with pytest.raises(AuditError, match="--dtype 'fp8' is not a dtype vLLM takes"):
+        launch_need(_recipe(tmp_path, "--max-model-len 1024 --dtype fp8"), tmp_path / "m", 128 * 2**30)
+    (tmp_path / "serve.yaml").write_text("dtype: float32\n")
+    recipe = _recipe(tmp_path, "--max-model-len 1024 --config serve.yaml")
+    need = launch_need(recipe, tmp_path / "m", 128 * 2**30)
+    audit = recipe_settings(recipe, {})[1]["dtype"]
+    assert need.settings["dtype"].source == audit == "recipe r (--config serve.yaml: dtype float32)"
+    plain = launch_need(_recipe(tmp_path, "--max-model-len 1024"), tmp_path / "m", 128 * 2**30)
+    assert need.kv_bytes_per_token == 2 * plain.kv_bytes_per_token and need.part("weights") == 2 * plain.part("weights")
