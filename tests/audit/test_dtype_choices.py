@@ -57,3 +57,21 @@ def test_the_memory_verdict_reads_dtype_as_the_audit_does(tmp_path):
     assert need.settings["dtype"].source == audit == "recipe r (--config serve.yaml: dtype float32)"
     plain = launch_need(_recipe(tmp_path, "--max-model-len 1024"), tmp_path / "m", 128 * 2**30)
     assert need.kv_bytes_per_token == 2 * plain.kv_bytes_per_token and need.part("weights") == 2 * plain.part("weights")
+
+
+def test_the_bench_roofline_sizes_at_the_recipes_dtype(tmp_path):
+    """bench's ceiling was sized at --dtype auto whatever the recipe served: a float32 launch reads twice the bytes."""
+    from types import SimpleNamespace
+
+    from sparkdoctor.bench.roofline import achieved
+
+    folder = str(tiny(tmp_path / "m"))
+    sample = SimpleNamespace(prompt_tokens=100, output_tokens=20)
+    m = SimpleNamespace(levels=[SimpleNamespace(concurrency=1, samples=[sample])], workload=SimpleNamespace(max_tokens=20, prompt_words=75))
+    headline = {"concurrency": 1, "decode_tps_per_stream": 10.0, "source": "test"}
+    plain = achieved(folder, None, m, headline, ["vllm", "serve", folder])
+    wide = achieved(folder, None, m, headline, ["vllm", "serve", folder, "--dtype=float32"])
+    assert plain["missing"] is None and wide["missing"] is None
+    assert wide["bytes_per_token"] == pytest.approx(2 * plain["bytes_per_token"], abs=2) and wide["dtype"] == "float32"
+    refused = achieved(folder, None, m, headline, ["vllm", "serve", folder, "--dtype", "fp8"])
+    assert refused["ceiling_tok_s"] is None and "--dtype 'fp8' is not a dtype vLLM takes" in str(refused["missing"])
