@@ -3,6 +3,7 @@ case and all, in the audit, the memory verdict and the bench roofline alike; a c
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,7 @@ def test_the_memory_verdict_reads_dtype_as_the_audit_does(tmp_path):
     with pytest.raises(AuditError, match="--dtype 'fp8' is not a dtype vLLM takes"):
         launch_need(_recipe(tmp_path, "--max-model-len 1024 --dtype fp8"), tmp_path / "m", 128 * 2**30)
     (tmp_path / "serve.yaml").write_text("dtype: float32\n")
-    recipe = _recipe(tmp_path, "--max-model-len 1024 --config serve.yaml")
+    recipe = replace(_recipe(tmp_path, "--max-model-len 1024 --config serve.yaml"), container=None)  # a file read here
     need = launch_need(recipe, tmp_path / "m", 128 * 2**30)
     audit = recipe_settings(recipe, {})[1]["dtype"]
     assert need.settings["dtype"].source == audit == "recipe r (--config serve.yaml: dtype float32)"
