@@ -56,8 +56,8 @@ class GroupRow:
 
 
 def modules_of(checkpoint: Checkpoint, shape: ModelShape, bits: int) -> list[Module]:
-    """The checkpoint's modules; with `shape.cast_from` (a float32 checkpoint served in 16 bits), an unquantized module's
-    floating-point tensors count at the served width, as vLLM loads them."""
+    """The checkpoint's modules; with `shape.cast_from` (a float32 checkpoint served in 16 bits, or --dtype), an unquantized
+    module's floating-point tensors count at the served width and are labelled with its format, as vLLM loads them."""
     grouped: dict[str, dict[str, TensorInfo]] = defaultdict(dict)
     for tensor in checkpoint.tensors.values():
         module, role = split_name(tensor.name, len(tensor.shape))
@@ -66,6 +66,8 @@ def modules_of(checkpoint: Checkpoint, shape: ModelShape, bits: int) -> list[Mod
     for name, tensors in sorted(grouped.items()):
         fmt = classify(tensors, bits)
         cast = shape.cast_from is not None and not fmt.quantized
+        if cast and fmt.name in UNQUANTIZED and shape.served_format:  # labelled as served, not as stored
+            fmt = Format(shape.served_format, fmt.params, False)
         nbytes = sum(t.numel * shape.dtype_bytes if cast and t.dtype in UNQUANTIZED else t.nbytes for t in tensors.values())
         modules.append(Module(name, group_of(name, shape.layers), tensors, fmt, nbytes))
     return modules

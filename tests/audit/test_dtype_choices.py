@@ -76,3 +76,12 @@ def test_the_bench_roofline_sizes_at_the_recipes_dtype(tmp_path):
     assert wide["bytes_per_token"] == pytest.approx(2 * plain["bytes_per_token"], abs=2) and wide["dtype"] == "float32"
     refused = achieved(folder, None, m, headline, ["vllm", "serve", folder, "--dtype", "fp8"])
     assert refused["ceiling_tok_s"] is None and "--dtype 'fp8' is not a dtype vLLM takes" in str(refused["missing"])
+
+
+@pytest.mark.parametrize("dtype,label", [("auto", "BF16"), ("float32", "F32"), ("float", "F32"), ("half", "F16"),
+                                         ("bfloat16", "BF16")])
+def test_a_cast_tensor_is_labelled_as_it_is_served(tmp_path, dtype, label):
+    """The byte table labelled a bf16 checkpoint served at --dtype float32 BF16 beside float32's bytes."""
+    audit = run_audit(AuditOptions(str(tiny(tmp_path / "m")), gpu="gb10", dtype=dtype))
+    assert {name for row in audit.groups for name in row.formats} == {label}
+    assert set(audit.read_by_format) == {label}
