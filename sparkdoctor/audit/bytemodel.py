@@ -138,8 +138,9 @@ def read_by_format(modules: list[Module], shape: ModelShape, include_mtp: bool, 
     return dict(out)
 
 
-# vllm serve --kv-cache-dtype's choices, as vLLM 0.32 spells them (vllm/config/cache.py `CacheDType`, a Literal its
-# argparse takes exactly, case and all: `FP8`, `half` and `float32` stop the server)
+# vllm serve --kv-cache-dtype's choices (vllm/config/cache.py `CacheDType`, read at vllm-project/vllm 002f10e0, the
+# source with the turboquant presets below): a Literal its argparse takes exactly, case and all, so `FP8`, `half` and
+# `float32` stop the server (none of them was ever a choice: the older c1d86421 lists auto, bfloat16 and fp8* only)
 VLLM_KV_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4_ds_mla",
                   "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "int4_per_token_head",
                   "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6")
