@@ -57,6 +57,20 @@ def test_a_container_recipes_absolute_config_is_not_read_from_this_machine(tmp_p
     assert recipe_settings(local, {})[0]["max_model_len"] == 999
 
 
+def test_a_container_recipes_relative_config_is_not_read_from_the_recipes_folder(tmp_path):
+    """The container launch mounts the model's folder, not the recipe's (serve/container_launch.py run_argv): the
+    server opens a relative --config in the container's working folder, so the recipe folder's file is not judged."""
+    (tmp_path / "serve.yaml").write_text("max-model-len: 999\n")
+    path = tmp_path / "r.yaml"
+    path.write_text(EUGR.format(command="vllm serve org/m --config serve.yaml"))
+    recipe = recipes.load(path)
+    config = serve_config(recipe)
+    assert config is not None and config.args == () and not config.fatal
+    assert "inside the container vllm/vllm-openai:latest" in str(config.problem), config.problem
+    assert recipe_settings(recipe, {})[0]["max_model_len"] is None
+    assert recipe_settings(replace(recipe, container=None), {})[0]["max_model_len"] == 999
+
+
 def test_a_config_file_linked_into_proc_is_refused_without_reading(tmp_path):
     (tmp_path / "serve.yaml").symlink_to("/proc/self/environ")
     path = tmp_path / "r.toml"

@@ -56,8 +56,8 @@ class GroupRow:
 
 
 def modules_of(checkpoint: Checkpoint, shape: ModelShape, bits: int) -> list[Module]:
-    """The checkpoint's modules; with `shape.cast_from` (a float32 checkpoint served in 16 bits), an unquantized module's
-    floating-point tensors count at the served width, as vLLM loads them."""
+    """The checkpoint's modules; with `shape.cast_from` (a float32 checkpoint served in 16 bits, or --dtype), an unquantized
+    module's floating-point tensors count at the served width and are labelled with its format, as vLLM loads them."""
     grouped: dict[str, dict[str, TensorInfo]] = defaultdict(dict)
     for tensor in checkpoint.tensors.values():
         module, role = split_name(tensor.name, len(tensor.shape))
@@ -66,6 +66,8 @@ def modules_of(checkpoint: Checkpoint, shape: ModelShape, bits: int) -> list[Mod
     for name, tensors in sorted(grouped.items()):
         fmt = classify(tensors, bits)
         cast = shape.cast_from is not None and not fmt.quantized
+        if cast and fmt.name in UNQUANTIZED and shape.served_format:  # labelled as served, not as stored
+            fmt = Format(shape.served_format, fmt.params, False)
         nbytes = sum(t.numel * shape.dtype_bytes if cast and t.dtype in UNQUANTIZED else t.nbytes for t in tensors.values())
         modules.append(Module(name, group_of(name, shape.layers), tensors, fmt, nbytes))
     return modules
@@ -136,8 +138,14 @@ def read_by_format(modules: list[Module], shape: ModelShape, include_mtp: bool, 
     return dict(out)
 
 
-KV_BYTES: dict[str, float | None] = {"auto": None, "bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1,
-                                     "fp8_e5m2": 1, "fp8_inc": 1}
+# vllm serve --kv-cache-dtype's choices (vllm/config/cache.py `CacheDType`, read at vllm-project/vllm 002f10e0, the
+# source with the turboquant presets below): a Literal its argparse takes exactly, case and all, so `FP8`, `half` and
+# `float32` stop the server (none of them was ever a choice: the older c1d86421 lists auto, bfloat16 and fp8* only)
+VLLM_KV_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4_ds_mla",
+                  "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "int4_per_token_head",
+                  "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6")
+KV_BYTES: dict[str, float | None] = {"auto": None, "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
+                                     "fp8_inc": 1}
 # Cache formats with no one width a value; their layouts as vLLM 0.32 writes them (read from its source):
 # - DeepSeek's sparse-MLA records: one opaque record a token a layer, laid out for DeepSeek V3.2's latent (512 NoPE values
 #   + 64 RoPE values = 576): model_executor/layers/attention/mla_attention.py `state_content_bytes={"fp8_ds_mla": 656,
@@ -166,9 +174,11 @@ def turboquant_slot(name: str, head_dim: int) -> int:
 
 
 def kv_width(name: str, shape: ModelShape, model_bytes: float) -> tuple[float, str]:
-    """(bytes a cached value, how they were found) for --kv-cache-dtype `name` (lower case) on this model; the mean
-    over its attention layers where vLLM keeps some at the model's dtype. ValueError (why, one line) when vLLM's layout
-    does not fit the model, or `name` is none the audit knows."""
+    """(bytes a cached value, how they were found) for --kv-cache-dtype `name` (as written) on this model; the mean
+    over its attention layers where vLLM keeps some at the model's dtype. ValueError (why, one line) when vLLM refuses
+    `name`, its layout does not fit the model, or it is none the audit knows."""
+    if name not in VLLM_KV_DTYPES:
+        raise ValueError(f"vLLM refuses it (its choices, case and all: {', '.join(VLLM_KV_DTYPES)})")
     if name in KV_BYTES:
         width = KV_BYTES[name]
         return (model_bytes if width is None else float(width)), name
@@ -191,7 +201,7 @@ def kv_width(name: str, shape: ModelShape, model_bytes: float) -> tuple[float, s
         width = (kept * model_bytes + (len(attention) - kept) * packed) / len(attention) if attention else packed
         how = f"{name} ({slot} bytes a head a token" + (f"; {kept} boundary layers at the model's {model_bytes:g} bytes)" if kept else ")")
         return width, how
-    raise ValueError(f"not one of {', '.join(KV_DTYPES)} (the KV cache layouts the audit knows)")
+    raise ValueError(f"vLLM takes it; the audit does not size its layout (it sizes {', '.join(KV_DTYPES)})")
 
 
 def kv_bytes_per_token(shape: ModelShape, context: int, kv_dtype_bytes: float) -> float:

@@ -20,6 +20,7 @@ from sparkdoctor.audit.errors import AuditError
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "fp8": 1, "float8_e4m3fn": 1}
 # vllm serve --dtype's choices other than auto (vllm/config/model.py ModelDType) -> bytes a value
 SERVED_BYTES = {"half": 2, "float16": 2, "bfloat16": 2, "float": 4, "float32": 4}
+SERVED_FORMAT = {"half": "F16", "float16": "F16", "bfloat16": "BF16", "float": "F32", "float32": "F32"}  # safetensors' names
 
 
 @dataclass
@@ -43,6 +44,7 @@ class ModelShape:
     kv_latent: int | None = None  # MLA: kv_lora_rank + qk_rope_head_dim cached per token per layer
     state_bytes_per_layer: int = 0  # recurrent state a linear/mamba layer reads per decoded token
     cast_from: int | None = None  # served=True: the config's width, cast to dtype_bytes (--dtype auto: float32 to 2 bytes)
+    served_format: str = ""  # with cast_from: the format the cast tensors are served in (F32, BF16, F16)
 
     def count(self, kind: str) -> int:
         return self.layer_kinds.count(kind)
@@ -112,8 +114,9 @@ def read_shape(config: Mapping[str, object], path: Path, served: bool = False, s
     )
     if served and serve_dtype != "auto":  # vLLM casts the floating-point weights to --dtype (bfloat16 to float16 too)
         shape.cast_from, shape.dtype_bytes = shape.dtype_bytes, SERVED_BYTES.get(serve_dtype, shape.dtype_bytes)
+        shape.served_format = SERVED_FORMAT.get(serve_dtype, "")
     elif served and shape.dtype_bytes == 4:
-        shape.cast_from, shape.dtype_bytes = 4, 2
+        shape.cast_from, shape.dtype_bytes, shape.served_format = 4, 2, "BF16"
     if shape.experts and not shape.experts_per_token:
         raise AuditError(f"{where}: {shape.experts} experts but no num_experts_per_tok: cannot say how many a token reads")
     if cfg.get("shared_expert_intermediate_size") and not shape.shared_experts:

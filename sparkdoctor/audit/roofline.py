@@ -131,7 +131,7 @@ def _bandwidth(options: AuditOptions) -> tuple[float, str, gpus.Gpu]:
 
 
 def _kv_dtype(options: AuditOptions, shape: ModelShape, quant: list[QuantConfig]) -> tuple[str, float]:
-    name = options.kv_cache_dtype.lower()
+    name = options.kv_cache_dtype
     if name == "auto":  # the model's own dtype
         scaled = next((q.source for q in quant if q.kv_cache_dtype == "fp8"), None)
         hint = f"; {scaled} carries FP8 KV scales: --kv-cache-dtype fp8 uses them" if scaled else ""
@@ -249,10 +249,11 @@ class Ceiling(TypedDict):
 
 
 def ceiling_for(model_dir: str | Path, bandwidth: float | None = None, context: int = 4096, kv_cache_dtype: str = "auto",
-                batch: int = 1, gpu: str | None = None) -> Ceiling:
-    """The roofline for a bench report: tok/s ceiling and the bytes behind it (AuditError if it cannot)."""
+                batch: int = 1, gpu: str | None = None, dtype: str = "auto") -> Ceiling:
+    """The roofline for a bench report: tok/s ceiling and the bytes behind it (AuditError if it cannot); `dtype`: the
+    server's --dtype."""
     audit = run_audit(AuditOptions(str(model_dir), context=context, batch=batch, kv_cache_dtype=kv_cache_dtype,
-                                   bandwidth=bandwidth, gpu=gpu))
+                                   bandwidth=bandwidth, gpu=gpu, dtype=dtype))
     return {"ceiling_tok_s": audit.ceiling, "bytes_per_token": audit.bytes_per_token, "bandwidth_gbs": audit.bandwidth,
             "bandwidth_source": audit.bandwidth_source, "context": audit.options.context, "batch_ceiling_tok_s": batch * audit.bandwidth * GB / audit.step_bytes}
 

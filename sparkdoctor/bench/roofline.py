@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor.audit import AuditError, ceiling_for, roofline_line
-from sparkdoctor.audit.fromrecipe import flag_values
+from sparkdoctor.audit.fromrecipe import flag_values, vllm_dtype
 from sparkdoctor.bench.measure import Measurement
 from sparkdoctor.recipes.model import Recipe
 
@@ -49,16 +49,19 @@ def recipe_model_dir(recipe: Recipe) -> tuple[str | None, str | None]:
 def achieved(model_dir: str | None, why_none: str | None, m: Measurement, headline: dict[str, Any] | None,
              argv: object) -> dict[str, object]:
     """The roofline block of a run: ceiling, achieved share and the assumptions, or why it is missing. `argv`: the
-    recipe's as stored (its --kv-cache-dtype sizes the KV cache)."""
+    recipe's as stored (its --kv-cache-dtype sizes the KV cache, its --dtype the unquantized weights and an auto cache)."""
     if model_dir is None:
         return _missing(None, why_none or "no model folder known")
     if not headline or headline.get("concurrency") != 1 or not headline.get("decode_tps_per_stream"):
         return _missing(model_dir, "no decode speed measured at concurrency 1 (add 1 to --concurrency)")
 
     context, context_note = _context(m)
-    kv_cache_dtype = flag_values([str(a) for a in argv] if isinstance(argv, list) else []).get("kv_cache_dtype", "auto")
+    flags = flag_values([str(a) for a in argv] if isinstance(argv, list) else [])
+    kv_cache_dtype, dtype = flags.get("kv_cache_dtype", "auto"), flags.get("dtype", "auto")
     try:
-        ceiling = ceiling_for(model_dir, context=context, kv_cache_dtype=kv_cache_dtype)
+        ceiling = ceiling_for(model_dir, context=context, kv_cache_dtype=kv_cache_dtype, dtype=vllm_dtype(dtype))
+    except ValueError:
+        return _missing(model_dir, f"--dtype {dtype!r} is not a dtype vLLM takes: the ceiling is not sized")
     except AuditError as exc:
         return _missing(model_dir, f"audit of {model_dir} failed: {exc}")
     tps = float(headline["decode_tps_per_stream"])
@@ -68,5 +71,5 @@ def achieved(model_dir: str | None, why_none: str | None, m: Measurement, headli
             "share": round(tps / ceiling["ceiling_tok_s"], 4) if ceiling["ceiling_tok_s"] else None,
             "bytes_per_token": round(ceiling["bytes_per_token"]), "bandwidth_gbs": ceiling["bandwidth_gbs"],
             "bandwidth_source": ceiling["bandwidth_source"], "context": context, "context_note": context_note,
-            "kv_cache_dtype": kv_cache_dtype, "headline_source": headline.get("source"),
+            "kv_cache_dtype": kv_cache_dtype, "dtype": dtype, "headline_source": headline.get("source"),
             "line": roofline_line(ceiling, tps) + f"; bandwidth: {ceiling['bandwidth_source']}", "warning": above, "missing": None}

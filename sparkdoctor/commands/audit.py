@@ -39,7 +39,7 @@ class AuditCommand:
     gpu: Annotated[str | None, typer.Option("--gpu", help="Take bandwidth and memory from this GPU (gb10, h100-sxm, h100-pcie, h200, ...) instead of the detected one.")] = None
     context: Annotated[int, typer.Option("--context", help="Tokens of context each decoded token attends to (KV cache read per token).")] = 4096
     batch: Annotated[int, typer.Option("--batch", help="Sequences decoded together (aggregate ceiling; MoE experts touched grow with it).")] = 1
-    kv_cache_dtype: Annotated[str | None, typer.Option("--kv-cache-dtype", help="(default auto) auto (the model's dtype) | bfloat16 | float16 | fp8 | fp8_e4m3 | fp8_e5m2 | fp8_inc | float32 | fp8_ds_mla | nvfp4_ds_mla (DeepSeek V3.2 MLA) | turboquant_k8v4 | turboquant_4bit_nc | turboquant_k3v4_nc | turboquant_3bit_nc.")] = None
+    kv_cache_dtype: Annotated[str | None, typer.Option("--kv-cache-dtype", help="(default auto) auto (the model's dtype) | bfloat16 | float16 | fp8 | fp8_e4m3 | fp8_e5m2 | fp8_inc | fp8_ds_mla | nvfp4_ds_mla (DeepSeek V3.2 MLA) | turboquant_k8v4 | turboquant_4bit_nc | turboquant_k3v4_nc | turboquant_3bit_nc; spelled as vLLM takes them (case too).")] = None
     mtp: Annotated[bool, typer.Option("--mtp", help="Count the MTP / nextn heads as read every step (speculative decoding on).")] = False
     max_model_len: Annotated[int | None, typer.Option("--max-model-len", help="For the fit: tokens per sequence (default: the config's max_position_embeddings).")] = None
     max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help="For the fit: sequences whose full KV cache must fit at once (default 1; with --recipe, vLLM's own default for the GPU).")] = None

@@ -27,7 +27,7 @@ from sparkdoctor.audit import bytemodel
 from sparkdoctor.audit.checkpoint import Checkpoint, load_checkpoint
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.fromrecipe import recipe_settings, vllm_int
-from sparkdoctor.audit.modelconfig import DTYPE_BYTES, ModelShape, read_shape
+from sparkdoctor.audit.modelconfig import SERVED_BYTES, ModelShape, read_shape
 from sparkdoctor.audit.roofline import vllm_default_max_num_seqs
 from sparkdoctor.audit.served_model import model_facts
 from sparkdoctor.recipes.model import Recipe, flag_value, vllm_spelling
@@ -175,15 +175,16 @@ def launch_need(recipe: Recipe, model_folder: str | Path, total_bytes: int, gpu_
                                                    f"vLLM default on {gpu_name} (get_batch_defaults)")
     eager = "--enforce-eager" in argv
     settings["enforce_eager"] = Setting(eager, f"recipe {recipe.name} (--enforce-eager)" if eager else "vLLM default (CUDA graphs on)")
-    dtype = flag_value(argv, "--dtype") or "auto"
-    settings["dtype"] = Setting(dtype, f"recipe {recipe.name} (--dtype {dtype})" if dtype != "auto" else "vLLM default (the checkpoint's dtype)")
+    dtype = str(values["dtype"])  # recipe_settings: as vLLM's parser takes it (its choices), command over --config file
+    if dtype == "auto":
+        settings["dtype"] = Setting(dtype, "vLLM default (the checkpoint's dtype)")
     if dtype == "auto" and shape.dtype_bytes == 4:
         # vLLM's auto downcasts a float32 checkpoint to the platform's first 16-bit type (config/model.py
         # _resolve_auto_dtype: bfloat16 on CUDA): weights and KV cache are 2 bytes a value
         dtype = "bfloat16"
         settings["dtype"] = Setting("auto", "vLLM default: the float32 checkpoint is cast to bfloat16 (_resolve_auto_dtype)")
     spec = _speculative(recipe, argv)
-    act_bytes = DTYPE_BYTES.get(dtype, shape.dtype_bytes) if dtype != "auto" else shape.dtype_bytes
+    act_bytes = SERVED_BYTES.get(dtype, shape.dtype_bytes)
     kv_bytes = _kv_dtype_bytes(str(settings["kv_cache_dtype"].value), act_bytes, shape)
     per_position = (shape.kv_latent or 2 * shape.kv_heads * shape.head_dim) * kv_bytes
     full, sliding = shape.count("attention"), shape.count("sliding")
@@ -281,7 +282,7 @@ def _offload(need: Need, recipe: Recipe, argv: list[str]) -> None:
 
 def _kv_dtype_bytes(name: str, act_bytes: int, shape: ModelShape) -> float:
     try:
-        return bytemodel.kv_width(name.lower(), shape, float(act_bytes))[0]
+        return bytemodel.kv_width(name, shape, float(act_bytes))[0]
     except ValueError as exc:
         raise NeedError(f"--kv-cache-dtype {name}: {exc}") from None
 
@@ -289,7 +290,7 @@ def _kv_dtype_bytes(name: str, act_bytes: int, shape: ModelShape) -> float:
 def _weights(checkpoint: Checkpoint, shape: ModelShape, dtype: str, with_mtp: bool) -> Part:
     """The headers' bytes of every tensor loaded; floating-point tensors at --dtype's width when it casts them."""
     modules = bytemodel.modules_of(checkpoint, shape, 4)
-    width = DTYPE_BYTES.get(dtype) if dtype != "auto" else None
+    width = SERVED_BYTES.get(dtype)
     total = 0
     for module in modules:
         if module.group == "mtp" and not with_mtp:

@@ -12,8 +12,9 @@ vLLM 0.32's FlexibleArgumentParser (vllm/utils/argparse_utils.py: `parse_args`, 
     the file (argparse keeps the last), and the file over vLLM's defaults.
 
 vLLM opens a relative path from the directory it is started in; sparkdoctor reads it from the recipe's folder, where a
-recipe's runner is started. A container recipe's absolute path names a file of its image: it is never read from this
-machine. Nothing here runs vLLM or imports it.
+recipe's runner is started. A container recipe's path names a file inside its container (an absolute one of its image,
+a relative one of its working folder: the container launch mounts the model's folder, not the recipe's): it is never
+read from this machine. Nothing here runs vLLM or imports it.
 """
 
 from __future__ import annotations
@@ -66,10 +67,13 @@ def serve_config(recipe: Recipe) -> ServeConfig | None:
     if written.split(".")[-1] not in ("yaml", "yml"):
         return ServeConfig(written, path, problem=f"--config {written}: vLLM reads only a .yaml or .yml config file and "
                            "refuses to start with another", fatal=True)
-    if recipe.container and Path(written).is_absolute():
-        # the server opens it inside its image: a file of that name on this machine is another file (or a secret)
+    if recipe.container:
+        # the server opens it inside the container: an absolute path from its image (a file of that name here is another
+        # file, or a secret), a relative one from its working folder, where no recipe folder is mounted
+        # (serve/container_launch.py mounts the model's folder only)
+        where = "its image" if Path(written).is_absolute() else "its working folder (the recipe's folder is not mounted there)"
         return ServeConfig(written, path, problem=f"--config {written}: read inside the container {recipe.container}, from "
-                           "its image, not from this machine: its options are not judged")
+                           f"{where}, not from this machine: its options are not judged")
     try:
         missing = not path.exists() and not path.is_symlink()
     except (OSError, ValueError) as exc:  # a name too long for the file system
@@ -77,9 +81,6 @@ def serve_config(recipe: Recipe) -> ServeConfig | None:
                            f"{getattr(exc, 'strerror', None) or exc.__class__.__name__}: vLLM would not start", fatal=True)
     if missing:
         where = "" if Path(written).is_absolute() else f" (read from the recipe's folder, {path.parent})"
-        if recipe.container:
-            return ServeConfig(written, path, problem=f"--config {written}: not on this machine{where}; it may be inside "
-                               f"the container {recipe.container}: its options are not judged")
         return ServeConfig(written, path, problem=f"--config {written}: no such file{where}: vLLM would not start", fatal=True)
     if (real := kernel_file(path)) is not None:  # /proc/kmsg: a "regular file" whose read waits for the kernel
         return ServeConfig(written, path, problem=f"--config {written}: {real} is a kernel file, not a config file: vLLM "

@@ -166,20 +166,24 @@ def _fail(res: proc.ProcResult, what: str) -> str:
 
 def image_record(cli: list[str], image: str) -> dict[str, object]:
     """The image's inspect record; ContainerLaunchError (never a pull) when it is not here."""
-    engine = engine_of(cli)
+    program = os.path.basename(cli[0])
+    other = "" if any(name in program for name in ("docker", "podman")) else \
+        f" ({program} is not docker or podman: is it the container CLI? --runtime names it)"
     res = _call(cli, ["image", "inspect", "--", image])
     if not res.ok:
         text = (res.stderr + res.stdout).lower()
+        if other:  # its "no such file" is no word on the image, and `docker pull` no advice for it
+            raise ContainerLaunchError(_fail(res, f"`{program} image inspect {image}`") + other)
         if not res.timed_out and ("no such" in text or "not known" in text or "not found" in text):
-            raise ContainerLaunchError(f"image {image} is not on this machine; sparkdoctor never pulls: `{engine} pull "
+            raise ContainerLaunchError(f"image {image} is not on this machine; sparkdoctor never pulls: `{program} pull "
                                        f"{image}` (or build it), then run again")
-        raise ContainerLaunchError(_fail(res, f"`{engine} image inspect {image}`"))
+        raise ContainerLaunchError(_fail(res, f"`{program} image inspect {image}`"))
     try:
         data = json.loads(res.stdout)
         record: dict[str, object] = data[0] if isinstance(data, list) else data
         return record
     except (ValueError, IndexError):
-        raise ContainerLaunchError(f"`{engine} image inspect {image}` printed no record") from None
+        raise ContainerLaunchError(f"`{program} image inspect {image}` printed no record{other}") from None
 
 
 def named_by_sparkdoctor(name: str, run: str) -> bool:

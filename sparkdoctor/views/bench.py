@@ -101,6 +101,7 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
         else:
             console.print(f"[bold]{escape(roof['line'])}[/bold]")
             console.print(f"  context assumed: {escape(roof['context_note'])}; KV cache {escape(roof['kv_cache_dtype'])}; "
+                          f"--dtype {escape(str(roof.get('dtype') or 'auto'))}; "
                           f"model {escape(roof['model_dir'])}")
             if roof.get("warning"):
                 console.print(f"  [yellow]{escape(roof['warning'])}[/yellow]")

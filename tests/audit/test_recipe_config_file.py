@@ -6,6 +6,7 @@ the file was "vLLM default (the recipe does not set it)". A file that cannot be 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -33,14 +34,15 @@ def _recipe(tmp_path, fmt, flags, config: str | bytes | None = "max-model-len: 4
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_the_files_options_are_read_and_the_command_line_wins(tmp_path, fmt):
     cfg = "max-model-len: 4096\nmax_num_seqs: 8\ngpu-memory-utilization: 0.5\nkv-cache-dtype: fp8\n"
-    recipe = _recipe(tmp_path, fmt, ["--config", "serve.yaml", "--max-num-seqs", "2"], cfg)
+    # run on this machine: a container recipe's relative file is the container's (tests/test_attack_recipe_reads.py)
+    recipe = replace(_recipe(tmp_path, fmt, ["--config", "serve.yaml", "--max-num-seqs", "2"], cfg), container=None)
     values, sources = recipe_settings(recipe, {})
     assert values == {"max_model_len": 4096, "max_num_seqs": 2, "gpu_memory_utilization": 0.5, "kv_cache_dtype": "fp8",
                       "dtype": "auto"}
     assert sources["max_model_len"] == f"recipe {recipe.name} (--config serve.yaml: max-model-len 4096)"
     assert sources["max_num_seqs"] == f"recipe {recipe.name} (--max-num-seqs 2)"
     # an option given on the command line BEFORE --config still wins: vLLM puts the file's options after the model
-    values, _ = recipe_settings(_recipe(tmp_path, fmt, ["--max-num-seqs", "2", "--config", "serve.yaml"], cfg), {})
+    values, _ = recipe_settings(replace(_recipe(tmp_path, fmt, ["--max-num-seqs", "2", "--config", "serve.yaml"], cfg), container=None), {})
     assert values["max_num_seqs"] == 2
 
 

@@ -72,7 +72,7 @@ def test_kv_per_sequence_counts_whole_blocks(tmp_path, qwen3_8b):
     (("--max-num-batched-tokens", "lots"), "--max-num-batched-tokens 'lots' is not a whole number"),
     (("--max-model-len", "x"), "--max-model-len 'x' is not a whole number"),
     (("--max-model-len", "1.5K"), "--max-model-len '1.5K' is not a whole number"),  # vLLM: no decimals with K
-    (("--kv-cache-dtype", "int3"), "--kv-cache-dtype int3: not one of"),
+    (("--kv-cache-dtype", "int3"), "--kv-cache-dtype int3: vLLM refuses it"),
     (("--speculative-config", "{{bad"), "--speculative-config is not JSON"),
     # vLLM refuses a share outside (0, 1]: nan ended in an internal error, -1 and 1.5 were judged as shares
     (("--gpu-memory-utilization", "nan"), "--gpu-memory-utilization 'nan' is not a fraction above 0 and at most 1"),

@@ -168,3 +168,12 @@ def test_a_variable_the_cli_reads_goes_by_name_when_the_recipe_gives_this_machin
                                      {"PATH": "/usr/bin", "HOME": "/home/u"})
     assert cli_env == {"PATH": "/usr/bin", "HOME": "/home/u", "VLLM_X": "1", "PYTHONUNBUFFERED": "1"}
     assert args == ["PATH", "PYTHONUNBUFFERED", "VLLM_X", "XDG_RUNTIME_DIR=/run/x"]
+
+
+@pytest.mark.parametrize("program", ["/bin/sh", "/bin/true"])
+def test_a_runtime_that_is_not_docker_or_podman_is_not_told_to_docker_pull(program):
+    """`bench --runtime /bin/sh`: `sh image inspect -- img` fails "No such file", and the advice was `docker pull img`."""
+    with pytest.raises(cl.ContainerLaunchError) as info:
+        cl.image_record([program], "img:1")
+    assert "docker pull" not in str(info.value) and "is not docker or podman" in str(info.value), str(info.value)
+    assert os.path.basename(program) in str(info.value) and "\n" not in str(info.value)
