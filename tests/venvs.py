@@ -136,8 +136,8 @@ CUTEDSL_450 = ["nvidia-cutlass-dsl==4.5.0"]
 
 
 def cutedsl450() -> Path:
-    """The python of that venv (read-only use; `copy_of` for a test that changes it). Three whatif proofs each
-    installed it afresh: 8 s of CPU apiece."""
+    """The python of that venv (read-only use; `copy_of` for a test that changes it). Two whatif proofs and the CuTe
+    DSL build test each installed it afresh: 8 s of CPU apiece."""
 
     def build(venv: Path) -> None:
         _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], f"python -m venv {venv}", timeout=120)
