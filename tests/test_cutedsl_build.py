@@ -28,9 +28,15 @@ def probe(python, cache):
     return json.loads(done.stdout)
 
 
+def pip(python, *args):
+    """This pip, installing into the venv of `python` (`pip --python`, as tests/venvs.py built the cached one)."""
+    subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", str(python), "-q", *args],
+                   check=True, timeout=1800)
+
+
 @pytest.mark.slow
 def test_active_build_follows_the_bytes_not_pips_list(tmp_path):
-    python = venvs.create(tmp_path / "venv", ["nvidia-cutlass-dsl==4.5.0"])
+    python = venvs.copy_of(venvs.cutedsl450(), tmp_path / "venv")  # `pip install nvidia-cutlass-dsl==4.5.0`, a copy
     cache = tmp_path / "hashes.json"
 
     base = probe(python, cache)["cutedsl"]
@@ -38,7 +44,7 @@ def test_active_build_follows_the_bytes_not_pips_list(tmp_path):
     assert (base["active_build"], base["bundled_cuda"]) == ("libs-base", "12.9")
     assert "matches the RECORD of nvidia-cutlass-dsl-libs-base 4.5.0" in base["evidence"]
 
-    venvs.pip(python, "install", "nvidia-cutlass-dsl-libs-cu13==4.5.0")
+    pip(python, "install", "nvidia-cutlass-dsl-libs-cu13==4.5.0")
     cu13 = probe(python, cache)
     assert cu13["cutedsl"]["installed_builds"] == ["libs-base", "libs-cu13"]
     assert (cu13["cutedsl"]["active_build"], cu13["cutedsl"]["bundled_cuda"]) == ("libs-cu13", "13.1")
@@ -46,7 +52,7 @@ def test_active_build_follows_the_bytes_not_pips_list(tmp_path):
     # libs-base's RECORD no longer describes the shared files: its integrity says so.
     assert cu13["packages"]["nvidia-cutlass-dsl-libs-base"]["integrity"] == "modified"
 
-    venvs.pip(python, "install", "--force-reinstall", "--no-deps", "nvidia-cutlass-dsl-libs-base==4.5.0")
+    pip(python, "install", "--force-reinstall", "--no-deps", "nvidia-cutlass-dsl-libs-base==4.5.0")
     back = probe(python, cache)
     assert "nvidia-cutlass-dsl-libs-cu13" in back["packages"], "pip still lists libs-cu13"
     assert back["cutedsl"]["installed_builds"] == ["libs-base", "libs-cu13"]
@@ -58,7 +64,7 @@ def test_active_build_follows_the_bytes_not_pips_list(tmp_path):
     assert cu13_pkg["files_shared"][so] == ["nvidia-cutlass-dsl-libs-base 4.5.0"]
 
     # Uninstalling the listed cu13 build deletes the shared files: no compiler is left on disk.
-    venvs.pip(python, "uninstall", "-y", "nvidia-cutlass-dsl-libs-cu13")
+    pip(python, "uninstall", "-y", "nvidia-cutlass-dsl-libs-cu13")
     gone = probe(python, cache)["cutedsl"]
     assert gone["installed_builds"] == ["libs-base"]
     assert gone["active_build"] == "unknown" and gone["bundled_cuda"] is None

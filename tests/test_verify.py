@@ -188,6 +188,25 @@ def test_build_failure_is_an_error_and_fresh_envs_are_removed(tmp_path, envs, mo
     assert verify.exit_code([result]) == 2
 
 
+def test_whether_our_pip_can_install_elsewhere_is_read_without_starting_it(monkeypatch, tmp_path):
+    """`python -m pip --version` cost every whatif of a venv without pip 0.4 s of CPU; the dist-info beside the pip
+    package that run would import answers the same, and a pip older than 22.3 (no --python) still answers no."""
+    import pip
+
+    def no_process(argv, **_):
+        raise AssertionError(f"started {argv}")
+
+    monkeypatch.setattr(venvs.proc, "run", no_process)
+    monkeypatch.setattr(venvs, "_OWN_PIP", [])
+    assert venvs.own_pip() is (tuple(int(x) for x in pip.__version__.split(".")[:2]) >= (22, 3))
+    old = tmp_path / "site" / "pip-22.2.2.dist-info"
+    old.mkdir(parents=True)
+    (old / "METADATA").write_text("Metadata-Version: 2.1\nName: pip\nVersion: 22.2.2\n")
+    monkeypatch.setattr(venvs, "_OWN_PIP", [])
+    monkeypatch.setattr(venvs, "own_pip_folder", lambda: str(tmp_path / "site"))
+    assert venvs.own_pip_version(str(tmp_path / "site")) == (22, 2) and venvs.own_pip() is False
+
+
 def test_pip_comes_from_sparkdoctor_or_else_from_the_venv(monkeypatch):
     python = Path("/x/venv/bin/python")
     monkeypatch.setattr(venvs, "_OWN_PIP", [True])

@@ -42,11 +42,10 @@ def matched(matrix, facts, host_of=None) -> set[str]:
 
 
 def test_cutlass_dsl_450_base_to_452_cu13_prediction_equals_the_real_upgrade(tmp_path):
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
+    from tests import venvs
+
+    python = str(venvs.copy_of(venvs.cutedsl450(), tmp_path / "venv"))  # `pip install nvidia-cutlass-dsl==4.5.0`
     pip = [sys.executable, "-m", "pip", "--python", python, "install", "-q"]
-    subprocess.run([*pip, "nvidia-cutlass-dsl==4.5.0"], check=True, timeout=1800)
     today = facts_of(python)
     assert today.packages["nvidia-cutlass-dsl"]["version"] == "4.5.0"
     spec = "nvidia-cutlass-dsl[cu13]==4.5.2"
@@ -135,18 +134,16 @@ def test_probe_compiles_the_cutedsl_kernels_with_the_proposed_set_and_the_answer
 
 
 def test_whatif_probe_verb_reports_the_kernels_today_and_after(tmp_path, monkeypatch):
-    """The verb end to end with --probe: a scratch venv holding nvidia-cutlass-dsl 4.5.0 (libs-base)."""
+    """The verb end to end with --probe: a venv holding nvidia-cutlass-dsl 4.5.0 (libs-base), cached (tests/venvs.py)."""
     import json
 
     from typer.testing import CliRunner
 
     from sparkdoctor.cli import app
+    from tests import venvs
 
     monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / "state"))  # no ledger: said in a note
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
-    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "nvidia-cutlass-dsl==4.5.0"], check=True, timeout=1800)
+    python = str(venvs.cutedsl450())  # whatif --probe reads it, never changes it
     res = CliRunner().invoke(app, ["whatif", "nvidia-cutlass-dsl[cu13]==4.5.2", "--python", python, "--arch", "sm_121a", "--probe",
                                    "--format", "json"], catch_exceptions=False)
     doc = json.loads(res.stdout[res.stdout.index("{"):])
@@ -276,8 +273,7 @@ def test_undoing_a_downgrade_prediction_equals_the_real_upgrade(tmp_path):
     matching entries equal what check reads after it."""
     from tests import venvs
 
-    python = str(venvs.create(tmp_path / "venv", venvs.CUTEDSL_DOWNGRADE[0]))
-    venvs.pip(python, "install", *venvs.CUTEDSL_DOWNGRADE[1])
+    python = str(venvs.copy_of(venvs.cutedsl_downgraded(), tmp_path / "venv"))  # changed below: a copy of its own
     today = facts_of(python)
     assert today.cutedsl["active_build"] == "libs-base"
     changes = resolve_upgrade(resolve_python_target(python), python, ["nvidia-cutlass-dsl==4.8.1"], today)

@@ -131,6 +131,31 @@ def cutedsl_downgraded() -> Path:
     return _cached("cutedsl481to450", CUTEDSL_DOWNGRADE, build)
 
 
+# A plain `pip install nvidia-cutlass-dsl==4.5.0` (libs-base) into a venv made `--without-pip`, by this pip's --python.
+CUTEDSL_450 = ["nvidia-cutlass-dsl==4.5.0"]
+
+
+def cutedsl450() -> Path:
+    """The python of that venv (read-only use; `copy_of` for a test that changes it). Two whatif proofs and the CuTe
+    DSL build test each installed it afresh: 8 s of CPU apiece."""
+
+    def build(venv: Path) -> None:
+        _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], f"python -m venv {venv}", timeout=120)
+        _run([sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", str(python_of(venv)), "install",
+              "-q", *CUTEDSL_450], f"pip install {' '.join(CUTEDSL_450)}")
+
+    return _cached("cutedsl450", CUTEDSL_450, build)
+
+
+def copy_of(python: Path, to: Path) -> Path:
+    """A private copy of the cached venv of `python` at `to` (`cp -a`: every byte, mode and mtime; a venv's paths are
+    its pyvenv.cfg's and relative ones), for a test that changes it; returns its python. 1 s of CPU where building
+    the venv again took 8-16."""
+    _run(["cp", "-a", str(python.parent.parent), str(to)], f"cp -a {python.parent.parent} {to}", timeout=600)
+    (to / READY).unlink(missing_ok=True)
+    return python_of(to)
+
+
 # The wheel collision (NVIDIA/cutlass#3227): the cu13 build installed, then libs-base written over the paths both share.
 CUTEDSL_COLLISION = [["nvidia-cutlass-dsl[cu13]==4.5.0"], ["--force-reinstall", "--no-deps", "nvidia-cutlass-dsl-libs-base==4.5.0"]]
 

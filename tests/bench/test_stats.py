@@ -176,3 +176,21 @@ def test_a_calibration_taken_under_other_load_is_not_a_one_pair_ab_s_noise_floor
     levels = _one_pair_levels(230.5, 843.7)
     ab.apply_calibration(levels, quiet, 0.02, busy_runs, allow_load_difference=True)
     assert "calibration 7" in levels[0]["ratio"]["calibration"]["load_differs"]
+
+
+def test_the_pooled_one_pair_interval_is_the_one_rng_choices_gives():
+    """pooled_rounds_ratio's resampling draws its indices itself (half the CPU of rng.choices and a tuple per round):
+    every interval is still the one `rate(rng.choices(rows, k=n))` gave, so a stored A/B re-renders identically."""
+    from sparkdoctor.bench import stats
+
+    def rate(rows):
+        return sum(t for t, _ in rows) / sum(w for _, w in rows)
+
+    g = random.Random(5)
+    for _ in range(60):
+        a = [(g.choice([256, 255.0, 3]), g.uniform(0.1, 9.0)) for _ in range(g.randint(1, 12))]
+        b = [(g.choice([256, 250.5, 7]), g.uniform(0.1, 9.0)) for _ in range(g.randint(1, 12))]
+        rng = random.Random(stats.SEED)
+        boots = sorted(rate(rng.choices(b, k=len(b))) / rate(rng.choices(a, k=len(a))) for _ in range(stats.BOOTSTRAP_ROUNDS))
+        got = stats.pooled_rounds_ratio(a, b)
+        assert (got.ratio, got.low, got.high) == (rate(b) / rate(a), stats._quantile(boots, 0.025), stats._quantile(boots, 0.975))
