@@ -224,6 +224,18 @@ def fix_cli(python: Path | None, *args: str, env: dict | None = None, timeout: f
     return run(argv, timeout=timeout, env=env)
 
 
+def applied(root: Path, wheels: Path) -> tuple[Path, Path, Path, dict, dict, Path]:
+    """A pip target under root with the full test plan applied (`fix --env-file --yes`, PIP_CONSTRAINT on the pins
+    file), its journal in $SPARKDOCTOR_STATE_DIR; (python, env file, pins, state before, state after, journal)."""
+    python = make_target(root, "pip", wheels)
+    env_file, pins = files_for(root)
+    before = state(python, [env_file, pins])
+    res = fix_cli(python, "--env-file", str(env_file), "--yes", env={"PIP_CONSTRAINT": str(pins)})
+    assert res.returncode == 0, res.stdout + res.stderr
+    (journal,) = journals(Path(os.environ["SPARKDOCTOR_STATE_DIR"]))
+    return python, env_file, pins, before, state(python, [env_file, pins]), journal
+
+
 def journals(state_dir: Path) -> list[Path]:
     root = state_dir / "journals"
     return sorted(root.iterdir(), reverse=True) if root.is_dir() else []

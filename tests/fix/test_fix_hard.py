@@ -35,18 +35,6 @@ def record(fault: str, outcome: str, broken: list[str] | None = None) -> None:
     FAULTS.append((fault, outcome, "; ".join(broken or [])))
 
 
-def applied(tmp_path: Path, wheels: Path, kind: str = "pip", fault: str | None = None):
-    """A target with the full test plan applied; (python, env file, pins, state before, state after, journal)."""
-    python = scenario.make_target(tmp_path, kind, wheels)
-    env_file, pins = scenario.files_for(tmp_path)
-    before = scenario.state(python, [env_file, pins])
-    env = {"PIP_CONSTRAINT": str(pins), **({"SPARKDOCTOR_FIX_FAULT": fault} if fault else {})}
-    res = fix_cli(python, "--env-file", str(env_file), "--yes", env=env)
-    assert res.returncode == 0, res.stdout + res.stderr
-    (journal,) = scenario.journals(jr.state_dir())
-    return python, env_file, pins, before, scenario.state(python, [env_file, pins]), journal
-
-
 class AppliedOnce:
     """One target with the full test plan applied, and its state folder (the journal), lent to the tests that only
     damage or move the journal and are refused (the target untouched), so the apply runs once per module, not once
@@ -68,7 +56,7 @@ class AppliedOnce:
                 return result
         root = self.factory.mktemp("applied-once")
         monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(root / "state"))
-        result = applied(root, self.wheels)
+        result = scenario.applied(root, self.wheels)
         self.made = (root, result, scenario.snapshot(root / "state", skip=("locks",)), scenario.byte_code(result[0]))
         return result
 
@@ -92,25 +80,6 @@ def one_line(text: str) -> str:
 
 
 # ---- 1. rollback verifies before it destroys ------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def _applied_frozen(tmp_path_factory, wheels) -> tuple[Path, tuple, scenario.Frozen]:
-    root = tmp_path_factory.mktemp("applied-frozen")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPARKDOCTOR_STATE_DIR", str(root / "state"))
-        result = applied(root / "target", wheels)
-    return root, result, scenario.Frozen(root / "target", root / "state")
-
-
-@pytest.fixture
-def applied_again(_applied_frozen, monkeypatch) -> tuple:
-    """applied()'s tuple for a test that rolls the target back: the module's one apply (target and state folder
-    frozen), put back at the same paths for each test, as a fresh apply would have left it."""
-    root, result, frozen = _applied_frozen
-    frozen.put_back()
-    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(root / "state"))
-    return result
 
 
 @pytest.mark.parametrize("damage", ["deleted", "truncated", "replaced"])
