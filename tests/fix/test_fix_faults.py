@@ -10,7 +10,9 @@ compiled again). The test prints the count and the outcome table.
 
 Every target is an ordinary venv: `python -m venv`, the pip it brings, a plain `pip install`, so pip's
 byte code is in it. It is built once per module and copied (`cp -a`) per fault, so each fault starts
-from the same bytes in a folder other than the one pip compiled in: a .pyc compiled again there holds
+from the same bytes in a folder other than the one pip compiled in (the rollback faults start from one apply,
+or one killed apply, whose target and journal are frozen and put back at the same paths for each: the bytes a
+fresh apply would leave, made once, scenario.Frozen): a .pyc compiled again there holds
 that other path, so a byte-code cache that an apply deletes and regenerates (issue 34: fix's folder
 tidy-up emptied site-packages/__pycache__) differs from pip's and fails the test. The plan's family
 reinstall is of `decorator`, whose module sits directly in site-packages (as the cutlass-dsl family's
@@ -213,19 +215,26 @@ def test_sigkill_at_every_apply_boundary(case):
 
 
 def test_sigkill_at_every_rollback_boundary(case):
+    """One apply; its target and state folder (the journal) are frozen, and each rollback boundary's case starts from
+    them put back at the same paths: the applied state every case would have made again, byte for byte."""
+    t = case()
+    assert t.fix("--yes").returncode == 0
+    applied = scenario.Frozen(t.root, jr.state_dir())
     for at in range(1, 7):
-        t = case()
-        assert t.fix("--yes").returncode == 0
+        applied.put_back()
         res = _rollback(SPARKDOCTOR_FIX_KILL_AT=f"rollback:{at}")
         assert res.returncode == KILLED, res.stdout + res.stderr
         record(f"SIGKILL at rollback boundary {at}", t, _settle(t))
 
 
 def test_sigkill_in_the_rollback_of_an_interrupted_apply(case):
-    """Two faults in a row: killed mid-apply (after the first package step), then killed mid-rollback."""
+    """Two faults in a row: killed mid-apply (after the first package step), then killed mid-rollback. The killed
+    apply runs once; each rollback boundary's case starts from what it left, frozen and put back (as above)."""
+    t = case()
+    assert t.fix("--yes", SPARKDOCTOR_FIX_KILL_AT="apply:10").returncode == KILLED
+    killed = scenario.Frozen(t.root, jr.state_dir())
     for at in (1, 2, 3):
-        t = case()
-        assert t.fix("--yes", SPARKDOCTOR_FIX_KILL_AT="apply:10").returncode == KILLED
+        killed.put_back()
         res = _rollback(SPARKDOCTOR_FIX_KILL_AT=f"rollback:{at}")
         assert res.returncode == KILLED, res.stdout + res.stderr
         record(f"SIGKILL at apply boundary 10, then at rollback boundary {at}", t, _settle(t))

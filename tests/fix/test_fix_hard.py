@@ -35,18 +35,6 @@ def record(fault: str, outcome: str, broken: list[str] | None = None) -> None:
     FAULTS.append((fault, outcome, "; ".join(broken or [])))
 
 
-def applied(tmp_path: Path, wheels: Path, kind: str = "pip", fault: str | None = None):
-    """A target with the full test plan applied; (python, env file, pins, state before, state after, journal)."""
-    python = scenario.make_target(tmp_path, kind, wheels)
-    env_file, pins = scenario.files_for(tmp_path)
-    before = scenario.state(python, [env_file, pins])
-    env = {"PIP_CONSTRAINT": str(pins), **({"SPARKDOCTOR_FIX_FAULT": fault} if fault else {})}
-    res = fix_cli(python, "--env-file", str(env_file), "--yes", env=env)
-    assert res.returncode == 0, res.stdout + res.stderr
-    (journal,) = scenario.journals(jr.state_dir())
-    return python, env_file, pins, before, scenario.state(python, [env_file, pins]), journal
-
-
 class AppliedOnce:
     """One target with the full test plan applied, and its state folder (the journal), lent to the tests that only
     damage or move the journal and are refused (the target untouched), so the apply runs once per module, not once
@@ -68,7 +56,7 @@ class AppliedOnce:
                 return result
         root = self.factory.mktemp("applied-once")
         monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(root / "state"))
-        result = applied(root, self.wheels)
+        result = scenario.applied(root, self.wheels)
         self.made = (root, result, scenario.snapshot(root / "state", skip=("locks",)), scenario.byte_code(result[0]))
         return result
 
@@ -95,8 +83,8 @@ def one_line(text: str) -> str:
 
 
 @pytest.mark.parametrize("damage", ["deleted", "truncated", "replaced"])
-def test_a_damaged_saved_wheel_falls_back_to_the_file_copies(tmp_path, wheels, damage):
-    python, env_file, pins, before, _after, journal = applied(tmp_path, wheels)
+def test_a_damaged_saved_wheel_falls_back_to_the_file_copies(applied_again, wheels, damage):
+    python, env_file, pins, before, _after, journal = applied_again
     wheel = next((journal / "wheels").glob("six-1.16.0-*.whl"))
     if damage == "deleted":
         wheel.unlink()
@@ -334,14 +322,36 @@ def check_json(python: Path, env: dict | None = None) -> dict:
     return json.loads(res.stdout)
 
 
-def test_an_interrupted_fix_is_visible_to_check_and_fix(tmp_path, wheels):
-    python = scenario.make_target(tmp_path, "uv", wheels)
-    env_file, pins = scenario.files_for(tmp_path)
-    env = {"PIP_CONSTRAINT": str(pins)}
-    before = scenario.state(python, [env_file, pins])
-    assert "fix-unfinished" not in [f["id"] for f in check_json(python, env)["findings"]]
-    killed = fix_cli(python, "--env-file", str(env_file), "--yes", env={**env, "SPARKDOCTOR_FIX_KILL_AT": "apply:10"})
-    assert killed.returncode == -9
+@pytest.fixture(scope="module")
+def _killed_frozen(tmp_path_factory, wheels) -> tuple[Path, tuple, scenario.Frozen]:
+    """A uv target whose apply was SIGKILLed at apply boundary 10 (after its first package step), run once; the
+    target and state folder frozen. Also: the state before, and check's finding ids before the kill."""
+    root = tmp_path_factory.mktemp("killed-frozen")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPARKDOCTOR_STATE_DIR", str(root / "state"))
+        python = scenario.make_target(root / "target", "uv", wheels)
+        env_file, pins = scenario.files_for(root / "target")
+        env = {"PIP_CONSTRAINT": str(pins)}
+        before = scenario.state(python, [env_file, pins])
+        found_before = [f["id"] for f in check_json(python, env)["findings"]]
+        killed = fix_cli(python, "--env-file", str(env_file), "--yes", env={**env, "SPARKDOCTOR_FIX_KILL_AT": "apply:10"})
+        assert killed.returncode == -9, killed.stdout + killed.stderr
+    return root, (python, env_file, pins, env, before, found_before), scenario.Frozen(root / "target", root / "state")
+
+
+@pytest.fixture
+def killed_again(_killed_frozen, monkeypatch) -> tuple:
+    """(python, env file, pins, env, state before, check's finding ids before) of the module's one killed apply, its
+    target and state folder put back at the same paths for each test, as a fresh killed apply would have left them."""
+    root, result, frozen = _killed_frozen
+    frozen.put_back()
+    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(root / "state"))
+    return result
+
+
+def test_an_interrupted_fix_is_visible_to_check_and_fix(killed_again):
+    python, env_file, pins, env, before, found_before = killed_again
+    assert "fix-unfinished" not in found_before
     (journal,) = scenario.journals(jr.state_dir())
     settle = f"sparkdoctor fix --rollback {journal.name}"
     found = {f["id"]: f for f in check_json(python, env)["findings"]}
@@ -360,15 +370,11 @@ def test_an_interrupted_fix_is_visible_to_check_and_fix(tmp_path, wheels):
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "folder"])
-def test_a_damaged_unsettled_mark_is_no_clean_bill_of_health(tmp_path, wheels, damage):
+def test_a_damaged_unsettled_mark_is_no_clean_bill_of_health(killed_again, damage):
     """SIGKILL mid-apply, then the target's state file is damaged (cut short, garbage, a folder in its place): check
     read it as "no mark" and passed (exit 0) on a half-changed target. Now check says a fix may not have finished
     (exit 1), fix finds the interrupted journal and names its rollback, and the rollback settles everything."""
-    python = scenario.make_target(tmp_path, "uv", wheels)
-    env_file, pins = scenario.files_for(tmp_path)
-    env = {"PIP_CONSTRAINT": str(pins)}
-    killed = fix_cli(python, "--env-file", str(env_file), "--yes", env={**env, "SPARKDOCTOR_FIX_KILL_AT": "apply:10"})
-    assert killed.returncode == -9
+    python, env_file, pins, env, _before, _found_before = killed_again
     (mark,) = (jr.state_dir() / "fix-unsettled").iterdir()
     body = mark.read_bytes()
     mark.unlink()
@@ -521,8 +527,8 @@ def test_a_file_outside_the_plan_that_cannot_be_put_back_undoes_the_apply(tmp_pa
 # ---- 6. history sizes; prune never removes an unsettled journal -------------------------------------------
 
 
-def test_history_shows_sizes_and_prune_spares_the_unsettled(tmp_path, wheels):
-    python, env_file, pins, _before, _after, first = applied(tmp_path, wheels)
+def test_history_shows_sizes_and_prune_spares_the_unsettled(applied_again):
+    python, env_file, pins, _before, _after, first = applied_again
     assert fix_cli(None, "--rollback", env=OFFLINE).returncode == 0
     killed = fix_cli(python, "--env-file", str(env_file), "--yes", env={"PIP_CONSTRAINT": str(pins), "SPARKDOCTOR_FIX_KILL_AT": "apply:10"})
     assert killed.returncode == -9
