@@ -64,6 +64,16 @@ def test_the_image_digest_of_a_container_node_is_compared_and_the_odd_image_name
     assert digest.values == {"s1": one, "s2": other, "s3": one} and digest.odd == ["s2"]
 
 
+def test_an_image_id_a_nodes_cli_answers_is_never_an_option_of_its_inspect():
+    """The image id comes from the node's `docker container inspect`: `--format=...` there was passed on as an option."""
+    from sparkdoctor.targets.container_inspect import image_facts
+
+    seen = []
+    record = json.dumps([{"Id": "sha256:" + "a" * 64, "Os": "linux", "Architecture": "arm64"}])
+    image_facts(["docker"], "--format={{json .}}", run=lambda argv, timeout: seen.append(argv) or _answer(argv, record))
+    assert seen == [["docker", "image", "inspect", "--", "--format={{json .}}"]]
+
+
 def _answer(argv, stdout):
     from sparkdoctor import proc
 
@@ -134,6 +144,11 @@ def test_settle_counts_none_as_a_value():
 @pytest.mark.parametrize("text, problem", [
     ("a,,b", "an empty host name"),
     ("-oProxyCommand=x", "not an ssh destination"),
+    # an empty user or host printed ssh's usage text as the node's problem; a host part that is an option reached
+    # mpirun's host list (--measure) as it was
+    ("@spark-1", "not an ssh destination"),
+    ("root@", "not an ssh destination"),
+    ("root@-oProxyCommand", "not an ssh destination"),
     ("a,a", "named twice"),
     ("root@spark-1:2222", "whole text up as a host name; give the host .* its port in your ssh config"),
     ("spark-1:22", "whole text up as a host name"),
