@@ -193,3 +193,17 @@ def test_a_node_limit_of_years_still_runs_the_probes_there(node_venv):
     part = json.loads(done.stdout.strip().splitlines()[-1])["sparkdoctor_multi"][0]
     assert part is not None and part["returncode"] == 0, done.stderr[-2000:]
     assert json.loads(part["stdout"].strip().splitlines()[-1])["probe"] == "fleet_node"
+
+
+def test_a_ray_task_keeps_only_the_tail_of_a_runaway_commands_output():
+    """on_node._run (a Ray task's body) read a command's output with communicate(): 300 MB printed within the node's
+    limit was all held in the worker's memory (~630 MiB peak) before its last 16 MiB were kept."""
+    code = ("import json, resource\nfrom sparkdoctor.fleet import on_node\n"
+            "r = on_node.run_command(['sh', '-c', 'head -c 300000000 /dev/zero; echo; echo LAST; "
+            "head -c 300000 /dev/zero >&2'], 600)\n"
+            "print(json.dumps([len(r['stdout']), len(r['stderr']), r['stdout'][-5:], r['returncode'], "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    out, err, tail, returncode, peak_mib = json.loads(done.stdout)
+    assert (out, err, tail, returncode) == (16 << 20, 1 << 16, "LAST\n", 0), done.stderr
+    assert peak_mib < 200, f"{peak_mib} MiB held for 300 MB of output"
