@@ -322,3 +322,16 @@ def test_a_node_whose_target_probe_failed_is_not_a_risky_difference_of_absent_va
         assert not [d for d in drifts if d.verdict == "risky"], [d.to_dict() for d in drifts]
         [node] = [d for d in drifts if d.key == "node"]  # the probed ones are still compared
         assert set(node.values) == {"a", "b"}
+
+
+def test_a_ray_node_at_the_unspecified_address_is_said_so():
+    """`ray start --head --node-ip-address=0.0.0.0`: its GCS and raylet listened on every interface, the node was named
+    0.0.0.0, and fleet check said nothing of it (GO on one node)."""
+    from sparkdoctor.fleet import unspecified_addresses
+    from sparkdoctor.fleet.transport import Node
+
+    nodes = [Node("10.0.0.1", ray_node_id="a"), Node("0.0.0.0", ray_node_id="b"), Node("::#0123abcd", ray_node_id="c"),
+             Node("127.0.0.1", ray_node_id="d")]
+    notes = unspecified_addresses(nodes)
+    assert [n.split(" has")[0] for n in notes] == ["Ray node 0.0.0.0", "Ray node ::#0123abcd"]
+    assert "listens on every interface" in notes[0] and "--node-ip-address" in notes[0]
