@@ -20,6 +20,7 @@ Ray is imported by transport.RayTransport only, never on check's path.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import re
 import sys
@@ -147,6 +148,7 @@ def run(options: FleetOptions) -> FleetResult:
         if isinstance(transport, RayTransport):  # ssh keeps no connection
             transport.close()
     reports, drifts, notes, topo, found = judge(named, matrix, options, measured)
+    notes += unspecified_addresses(nodes) if transport.kind == "ray" else []
     if options.measure and named and not measured:  # asked for, and silence would read as "measured, all fine"
         notes.append("--measure: nothing to measure: no RDMA link between two nodes that answered, and no node with "
                      "two or more GPUs")
@@ -271,6 +273,22 @@ def _reachable(address: str) -> None:
     except OSError as exc:
         why = exc.strerror or str(exc) or type(exc).__name__
         raise FleetError(f"--ray {address}: cannot reach the cluster's GCS: {why}") from None
+
+
+def unspecified_addresses(nodes: list[Node]) -> list[str]:
+    """A Ray node whose address is 0.0.0.0 or :: (`ray start --node-ip-address=0.0.0.0`): its ports listen on every
+    interface, and another machine's node or vLLM worker that connects to that address reaches itself."""
+    found = []
+    for node in nodes:
+        try:
+            unspecified = ipaddress.ip_address(node.name.split("#")[0]).is_unspecified
+        except ValueError:
+            continue
+        if unspecified:
+            found.append(f"Ray node {node.name} has the address {node.name.split('#')[0]}: it listens on every interface, "
+                         "and a node on another machine cannot reach it there; start it with --node-ip-address set to "
+                         "its address on the fabric")
+    return found
 
 
 def _notes(named: list[tuple[str, Facts]]) -> list[str]:

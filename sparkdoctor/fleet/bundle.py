@@ -79,17 +79,50 @@ _LIMIT = {limit!r}
 _OUT = [None] * len(_JOBS)
 
 
+def _tail(stream, kept, most):  # read to the end, keeping about the last `most` bytes: never all of it in memory
+    try:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            kept += chunk
+            if len(kept) > 2 * most:
+                del kept[:-most]
+    except (OSError, ValueError):
+        pass
+
+
+def _feed(stream, data):
+    try:
+        stream.write(data)
+        stream.close()
+    except OSError:
+        pass
+
+
 def _one(i):
     script, args = _JOBS[i]
     try:
-        done = subprocess.run([sys.executable, "-S", "-B", "-X", "sparkdoctor_site", "-"] + args, input=script.encode("utf-8"), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, timeout=_LIMIT)
-        _OUT[i] = {{"returncode": done.returncode, "stdout": done.stdout.decode("utf-8", "replace"),
-                   "stderr": done.stderr[-65536:].decode("utf-8", "replace")}}
-    except subprocess.TimeoutExpired:
-        _OUT[i] = {{"returncode": None, "timed_out": True, "stdout": "", "stderr": ""}}
+        proc = subprocess.Popen([sys.executable, "-S", "-B", "-X", "sparkdoctor_site", "-"] + args, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
         _OUT[i] = {{"returncode": None, "start_error": str(exc), "stdout": "", "stderr": ""}}
+        return
+    kept = [bytearray(), bytearray()]
+    threads = [threading.Thread(target=_feed, args=(proc.stdin, script.encode("utf-8"))),
+               threading.Thread(target=_tail, args=(proc.stdout, kept[0], {most!r})),
+               threading.Thread(target=_tail, args=(proc.stderr, kept[1], 65536))]
+    for thread in threads:
+        thread.daemon = True
+        thread.start()
+    try:
+        proc.wait(timeout=_LIMIT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        _OUT[i] = {{"returncode": None, "timed_out": True, "stdout": "", "stderr": ""}}
+        return
+    for thread in threads[1:]:
+        thread.join(5)
+    _OUT[i] = {{"returncode": proc.returncode, "stdout": bytes(kept[0][-{most!r}:]).decode("utf-8", "replace"),
+               "stderr": bytes(kept[1][-65536:]).decode("utf-8", "replace")}}
 
 
 _threads = [threading.Thread(target=_one, args=(i,)) for i in range(len(_JOBS))]
@@ -106,4 +139,4 @@ def multi_bundle(jobs: list[tuple[str, list[str]]], limit: float) -> str:
     as they run locally) and prints all their outputs as one JSON line: one ssh session or one Ray task per
     node instead of one per probe."""
     payload = json.dumps([[bundle(name), list(args)] for name, args in jobs])
-    return MULTI.format(jobs=payload, limit=min(float(limit), on_node.MAX_WAIT))
+    return MULTI.format(jobs=payload, limit=min(float(limit), on_node.MAX_WAIT), most=on_node.MAX_OUTPUT)

@@ -71,7 +71,8 @@ def check_host(host: str, where: str) -> str:
                "ssh would look that whole text up as a host name")
         raise InventoryError(f"{where}: {host[:80]!r}: {why}; give the host (or user@host) and its port in your ssh "
                              "config (Host NAME, Port N; --ssh-config FILE)")
-    if host.startswith("-") or not HOST_RE.fullmatch(host):
+    user, at, name = host.rpartition("@")  # ssh splits at the last @
+    if host.startswith("-") or name.startswith("-") or (at and not (user and name)) or not HOST_RE.fullmatch(host):
         raise InventoryError(f"{where}: {host[:80]!r} is not an ssh destination (a host name, alias or user@host)")
     return host
 

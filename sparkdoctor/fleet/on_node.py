@@ -7,9 +7,11 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 
 MAX_OUTPUT = 16 << 20
+MAX_ERROR = 1 << 16
 MAX_WAIT = 1e6  # seconds: a longer wait overflows poll()'s milliseconds (--node-timeout 1e8: OverflowError, no answer)
 # How a node's interpreter starts a probe bundle: -S, so site never runs the node's .pth import lines or
 # sitecustomize.py; the probe rebuilds the path site would have made from files (probes/shared/probe_site.py, carried
@@ -79,17 +81,45 @@ def _run(argv, stdin, timeout, chosen):
         out["start_error"] = exc.strerror or str(exc)
         out["seconds"] = time.monotonic() - started
         return out
+    # read as it comes, keeping each stream's last bytes only: communicate() held all of it in the worker's memory
+    # (the unified memory a node serves from) until the limit, however much a runaway command printed
+    kept = [bytearray(), bytearray()]
+    threads = [threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True),
+               threading.Thread(target=_tail, args=(proc.stdout, kept[0], MAX_OUTPUT), daemon=True),
+               threading.Thread(target=_tail, args=(proc.stderr, kept[1], MAX_ERROR), daemon=True)]
+    for thread in threads:
+        thread.start()
     try:
-        stdout, stderr = proc.communicate(stdin, timeout=min(timeout, MAX_WAIT))
-        out["returncode"] = proc.returncode
+        out["returncode"] = proc.wait(timeout=min(timeout, MAX_WAIT))
     except subprocess.TimeoutExpired:
         try:
             os.killpg(proc.pid, 9)
         except OSError:
             proc.kill()
-        stdout, stderr = proc.communicate()
+        proc.wait()
         out["timed_out"] = True
-    out["stdout"] = stdout[-MAX_OUTPUT:].decode("utf-8", "replace")
-    out["stderr"] = stderr[-65536:].decode("utf-8", "replace")
+    for thread in threads[1:]:
+        thread.join(5)  # a child that left the session may hold the pipe open: what was read by then is the answer
+    out["stdout"] = bytes(kept[0][-MAX_OUTPUT:]).decode("utf-8", "replace")
+    out["stderr"] = bytes(kept[1][-MAX_ERROR:]).decode("utf-8", "replace")
     out["seconds"] = time.monotonic() - started
     return out
+
+
+def _feed(stream, data):
+    try:
+        stream.write(data)
+        stream.close()
+    except OSError:  # the command exited without reading it all
+        pass
+
+
+def _tail(stream, kept, most):
+    """Read `stream` to its end into `kept`, which holds at most about twice `most` bytes at any time."""
+    try:
+        for chunk in iter(lambda: stream.read1(1 << 16), b""):
+            kept += chunk
+            if len(kept) > 2 * most:
+                del kept[:-most]
+    except (OSError, ValueError):
+        pass

@@ -18,6 +18,7 @@ from sparkdoctor.fleet.transport import Node, Transport
 from sparkdoctor.targets.local import TargetError
 
 DEFAULT_PYTHON = "the node's default python"
+INTERPRETER = "the node's interpreter"  # it exited non-zero before the batch answered: ssh passed its status on
 PART = "the probe on the node"  # what failed when a probe of the batch did ("ssh exited 1" sent users to ssh)
 
 
@@ -65,6 +66,8 @@ class _Batch:
         whole = self.result
         assert whole is not None
         if self.parts is None:  # ssh failed, the node hung, or something else answered: each probe says so
+            if not whole.ok and whole.returncode is not None and not (whole.argv[:1] == ["ssh"] and whole.returncode == 255):
+                return dataclasses.replace(whole, argv=[INTERPRETER])  # ssh ran: the status is the node's interpreter's
             return whole
         item = self.parts[index]
         if item.get("start_error"):

@@ -119,7 +119,7 @@ def inspect_container(cli: list[str], name: str, run: Runner = _here) -> dict[st
 
 def image_facts(cli: list[str], image_id: str, run: Runner = _here) -> dict[str, object]:
     """Platform, layer digests, config digest and the fingerprint over the three."""
-    data = json.loads(_ask(cli, ["image", "inspect", image_id], f"image {image_id[:19]}", run))
+    data = json.loads(_ask(cli, ["image", "inspect", "--", image_id], f"image {image_id[:19]}", run))  # the id a node's CLI named: never an option
     record = data[0] if isinstance(data, list) else data
     platform = "/".join(str(p) for p in (record.get("Os"), record.get("Architecture"), record.get("Variant")) if p)
     layers = list(((record.get("RootFS") or {}).get("Layers")) or [])

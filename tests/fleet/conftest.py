@@ -37,32 +37,49 @@ NODE_DRIFT = (
 )
 
 
-def _alive(pid: int) -> bool:
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first), or None for a process gone or a zombie."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(") ", 1)[1][:1] != "Z"
-    except OSError:
-        return False
+            fields = fh.read().split(") ", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else fields
 
 
-def _session_processes(marker: str) -> list[int]:
-    """Every live process of one Ray cluster: each carries the cluster's temp folder in its command line."""
-    found = []
+def _session_processes(marker: str, seen: dict[int, str] | None = None) -> dict[int, str]:
+    """Every live process of one Ray cluster, as {pid: start time}: those carrying the cluster's temp folder in their
+    command line, every process they started (Ray retitles its workers and agents `ray::IDLE`, `ray::DashboardAgent`:
+    the folder is no longer in their command line), and those of `seen` still alive (a worker whose raylet is gone
+    belongs to init now). A pid is the same process only while its start time is."""
+    table: dict[int, list[str]] = {}
+    found: dict[int, str] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
+        fields = _stat(int(entry))
+        if fields is None:
+            continue
+        table[int(entry)] = fields
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as fh:
                 cmdline = fh.read().decode("utf-8", "replace")
         except OSError:
             continue
-        if marker in cmdline and _alive(int(entry)):
-            found.append(int(entry))
+        if marker in cmdline or (seen or {}).get(int(entry)) == fields[19]:  # field 22 of stat: the start time
+            found[int(entry)] = fields[19]
+    grown = True
+    while grown:  # their children, and theirs
+        grown = False
+        for pid, fields in table.items():
+            if pid not in found and int(fields[1]) in found:
+                found[pid] = fields[19]
+                grown = True
     return found
 
 
-def _stop_all(marker: str) -> None:
-    for pid in _session_processes(marker):
+def _stop_all(marker: str, seen: dict[int, str] | None = None) -> None:
+    for pid in _session_processes(marker, seen):
         try:
             os.kill(pid, 9)
         except OSError:
@@ -123,7 +140,7 @@ def _wait_alive_nodes(address: str, count: int, timeout: float, marker: str) -> 
         while sum(1 for n in ray.nodes() if n.get("Alive")) < count:
             assert time.monotonic() < deadline, f"fewer than {count} Ray nodes alive after {timeout:.0f} s"
             time.sleep(0.5)
-        _assert_loopback_only([*_session_processes(marker), os.getpid()])  # the nodes, the GCS and this driver
+        _assert_loopback_only([*_session_processes(marker), os.getpid()])  # the nodes, their agents, the GCS, this driver
     finally:
         ray.shutdown()
 
@@ -225,15 +242,18 @@ def _started_cluster(envs: list[dict[str, str]], venvs: list[Path]):
         _wait_alive_nodes(cluster.address, len(envs), timeout=180, marker=marker)
         yield cluster.address, venvs
     finally:
+        seen = _session_processes(marker)  # with the workers the tests started, while their raylets are their parents
+        wider = [(pid, address) for pid, address in _listening(list(seen)) if not _loopback(address)]
         cluster.shutdown()
         deadline = time.monotonic() + 120  # a safety net: Ray stops its processes in seconds, more under load
-        while _session_processes(marker) and time.monotonic() < deadline:
+        while _session_processes(marker, seen) and time.monotonic() < deadline:
             time.sleep(0.2)
-        left = _session_processes(marker)
-        _stop_all(marker)  # a node whose start Ray gave up on is not in the cluster's list: stop it by its pid
+        left = _session_processes(marker, seen)
+        _stop_all(marker, seen)  # a node whose start Ray gave up on is not in the cluster's list: stop it by its pid
         for folder in markers:
             shutil.rmtree(folder, ignore_errors=True)
         assert not left, f"processes of the test's Ray cluster left after shutdown: {left}"
+        assert not wider, f"the test's Ray cluster (its workers) listened beyond the loopback range: {wider}"
 
 
 @pytest.fixture(scope="session")

@@ -64,6 +64,16 @@ def test_the_image_digest_of_a_container_node_is_compared_and_the_odd_image_name
     assert digest.values == {"s1": one, "s2": other, "s3": one} and digest.odd == ["s2"]
 
 
+def test_an_image_id_a_nodes_cli_answers_is_never_an_option_of_its_inspect():
+    """The image id comes from the node's `docker container inspect`: `--format=...` there was passed on as an option."""
+    from sparkdoctor.targets.container_inspect import image_facts
+
+    seen = []
+    record = json.dumps([{"Id": "sha256:" + "a" * 64, "Os": "linux", "Architecture": "arm64"}])
+    image_facts(["docker"], "--format={{json .}}", run=lambda argv, timeout: seen.append(argv) or _answer(argv, record))
+    assert seen == [["docker", "image", "inspect", "--", "--format={{json .}}"]]
+
+
 def _answer(argv, stdout):
     from sparkdoctor import proc
 
@@ -134,6 +144,11 @@ def test_settle_counts_none_as_a_value():
 @pytest.mark.parametrize("text, problem", [
     ("a,,b", "an empty host name"),
     ("-oProxyCommand=x", "not an ssh destination"),
+    # an empty user or host printed ssh's usage text as the node's problem; a host part that is an option reached
+    # mpirun's host list (--measure) as it was
+    ("@spark-1", "not an ssh destination"),
+    ("root@", "not an ssh destination"),
+    ("root@-oProxyCommand", "not an ssh destination"),
     ("a,a", "named twice"),
     ("root@spark-1:2222", "whole text up as a host name; give the host .* its port in your ssh config"),
     ("spark-1:22", "whole text up as a host name"),
@@ -307,3 +322,16 @@ def test_a_node_whose_target_probe_failed_is_not_a_risky_difference_of_absent_va
         assert not [d for d in drifts if d.verdict == "risky"], [d.to_dict() for d in drifts]
         [node] = [d for d in drifts if d.key == "node"]  # the probed ones are still compared
         assert set(node.values) == {"a", "b"}
+
+
+def test_a_ray_node_at_the_unspecified_address_is_said_so():
+    """`ray start --head --node-ip-address=0.0.0.0`: its GCS and raylet listened on every interface, the node was named
+    0.0.0.0, and fleet check said nothing of it (GO on one node)."""
+    from sparkdoctor.fleet import unspecified_addresses
+    from sparkdoctor.fleet.transport import Node
+
+    nodes = [Node("10.0.0.1", ray_node_id="a"), Node("0.0.0.0", ray_node_id="b"), Node("::#0123abcd", ray_node_id="c"),
+             Node("127.0.0.1", ray_node_id="d")]
+    notes = unspecified_addresses(nodes)
+    assert [n.split(" has")[0] for n in notes] == ["Ray node 0.0.0.0", "Ray node ::#0123abcd"]
+    assert "listens on every interface" in notes[0] and "--node-ip-address" in notes[0]

@@ -170,3 +170,18 @@ def test_a_probe_that_failed_on_the_node_is_not_said_to_be_ssh(nodes, tmp_path, 
     assert outcome.facts is not None and outcome.facts.packages is None
     [target] = [e["error"] for e in outcome.facts.errors if e["collector"] == "target"]
     assert "the probe on the node exited 1: boom" in target and "ssh exited" not in target, target
+
+
+def test_an_interpreter_that_fails_on_the_node_is_not_said_to_be_ssh(nodes, tmp_path, monkeypatch):
+    """The node's interpreter exited 1 before the batch answered: the line read "ssh exited 1: boom", though ssh ran
+    and only passed the node's status on (ssh's own failures are 255)."""
+    from sparkdoctor.fleet.node import collect_node
+    from sparkdoctor.fleet.transport import Node, SshTransport
+
+    _, shim_dir = nodes
+    python = tmp_path / "python-broken"
+    python.write_text("#!/bin/sh\ncat >/dev/null\necho boom >&2\nexit 1\n")
+    python.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim_dir}:{os.environ['PATH']}")
+    outcome = collect_node(SshTransport(), Node("broken", python=str(python)), 60.0, "sm_121a")
+    assert outcome.problem == "the node's interpreter exited 1: boom", outcome.problem

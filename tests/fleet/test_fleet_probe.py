@@ -193,3 +193,34 @@ def test_a_node_limit_of_years_still_runs_the_probes_there(node_venv):
     part = json.loads(done.stdout.strip().splitlines()[-1])["sparkdoctor_multi"][0]
     assert part is not None and part["returncode"] == 0, done.stderr[-2000:]
     assert json.loads(part["stdout"].strip().splitlines()[-1])["probe"] == "fleet_node"
+
+
+def test_a_ray_task_keeps_only_the_tail_of_a_runaway_commands_output():
+    """on_node._run (a Ray task's body) read a command's output with communicate(): 300 MB printed within the node's
+    limit was all held in the worker's memory (~630 MiB peak) before its last 16 MiB were kept."""
+    code = ("import json, resource\nfrom sparkdoctor.fleet import on_node\n"
+            "r = on_node.run_command(['sh', '-c', 'head -c 300000000 /dev/zero; echo; echo LAST; "
+            "head -c 300000 /dev/zero >&2'], 600)\n"
+            "print(json.dumps([len(r['stdout']), len(r['stderr']), r['stdout'][-5:], r['returncode'], "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    out, err, tail, returncode, peak_mib = json.loads(done.stdout)
+    assert (out, err, tail, returncode) == (16 << 20, 1 << 16, "LAST\n", 0), done.stderr
+    assert peak_mib < 200, f"{peak_mib} MiB held for 300 MB of output"
+
+
+def test_a_batch_on_the_node_keeps_only_the_tail_of_a_runaway_probes_output():
+    """bundle.MULTI (the batch a node runs, over ssh and Ray) held all of a probe's output in the node's memory: a
+    serving interpreter that printed 300 MB peaked the batch at 869 MiB there, whatever ssh keeps on this side."""
+    runaway = ("import sys\nfor _ in range(300):\n    sys.stdout.buffer.write(b'A' * 1000000)\n"
+               "sys.stdout.write('\\nLAST\\n')\n")
+    script = MULTI.format(jobs=json.dumps([[runaway, []]]), limit=600.0, most=16 << 20)
+    code = ("import json, resource, subprocess, sys\n"
+            "done = subprocess.run([sys.executable, '-'], input=sys.stdin.buffer.read(), capture_output=True)\n"
+            "part = json.loads(done.stdout.splitlines()[-1])['sparkdoctor_multi'][0]\n"
+            "print(json.dumps([len(part['stdout']), part['stdout'][-6:], part['returncode'], "
+            "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024]))\n")
+    done = subprocess.run([sys.executable, "-c", code], input=script, capture_output=True, text=True, timeout=600)
+    size, tail, returncode, peak_mib = json.loads(done.stdout)
+    assert (size, tail, returncode) == (16 << 20, "\nLAST\n", 0), done.stderr
+    assert peak_mib < 250, f"{peak_mib} MiB held on the node for 300 MB of output"
