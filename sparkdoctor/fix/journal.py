@@ -97,9 +97,8 @@ def target_lock(target_key: str, label: str) -> Iterator[None]:
         except OSError:
             from sparkdoctor.files import lock_holder
 
-            raise UnchangedError(f"another sparkdoctor fix or rollback is running on {label}: {lock_holder(fd)} "
-                                 f"(lock {path}); wait for it to end, then run this again: its plan is made from what the environment "
-                                 "holds then") from None
+            raise UnchangedError(f"another sparkdoctor fix or rollback is running on {label}: {lock_holder(fd)}; wait for it "
+                                 "to end, then run this again (a plan is made from what the environment holds)") from None
         try:
             yield
         finally:
