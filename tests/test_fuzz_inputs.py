@@ -194,7 +194,7 @@ def read_ledger(path: Path) -> None:
         return
     try:
         runs = led.runs()
-        bench_render.render_history(sink_console(160), runs)
+        bench_render.render_history(sink_console(160), runs, "ledger.sqlite")
         whole = [led.run(r["id"], with_samples=True) for r in runs]
         healthy = [r for r in whole if r is not None and not r.get("damaged")]
         for a, b in zip(healthy, healthy[1:], strict=False):

@@ -33,7 +33,7 @@ from sparkdoctor.recipes import Recipe
 
 if TYPE_CHECKING:
     from sparkdoctor.bench.correctness import Options as CorrectnessOptions
-    from sparkdoctor.ledger import Ledger
+    from sparkdoctor.ledger import Ledger, RunRecord
     from sparkdoctor.targets.interface import Target
     from sparkdoctor.targets.local import PythonTarget
 
@@ -83,10 +83,14 @@ def workload_from(given: dict[str, Any]) -> Workload:
         raise BadBenchInput(str(exc)) from None
 
 
-def _open_ledger(opts: Options) -> Ledger | None:
-    from sparkdoctor.ledger import Ledger
+def _open_ledger(opts: Options, create: bool = True) -> Ledger | None:
+    """The ledger to store in. Without `create` (before measuring) only one that exists is opened, so a damaged
+    file refuses the run first and a run that fails creates no ledger (`history` then says there is none)."""
+    from sparkdoctor.ledger import Ledger, default_path
 
-    return _ledger_call(Ledger, opts.ledger) if opts.store else None
+    if not opts.store or not (create or Path(opts.ledger or default_path()).exists()):
+        return None
+    return _ledger_call(Ledger, opts.ledger)
 
 
 def _ledger_call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -107,19 +111,30 @@ def _store(ledger: Ledger | None, result: run.RunResult, comparison_id: int | No
     try:
         result.run_id = _ledger_call(ledger.add_run, record)
     except StoreFailed as exc:
-        from sparkdoctor.ledger import unstored
+        _keep(record, exc)
 
+
+def _keep(record: RunRecord, exc: StoreFailed) -> None:
+    """A measured run the ledger could not take, kept in a file `history --import` stores; always raises."""
+    from sparkdoctor.ledger import unstored
+
+    try:
+        kept = unstored.keep(record)
+    except OSError as why:
+        raise StoreFailed(f"{exc}; the measured run could not be kept in {unstored.folder()} either "
+                          f"({why.strerror or why}): its numbers are lost") from None
+    raise StoreFailed(f"{exc}; the measured run is kept in {kept}: `sparkdoctor history --import {kept}` stores it",
+                      kept=str(kept)) from None
+
+
+def _document(ledger: Ledger | None, result: run.RunResult, opts: Options) -> RunDocument:
+    """The run stored and its document: in the ledger opened before measuring, else in one created now that there
+    is a run to store."""
+    if ledger is None and opts.store:
         try:
-            kept = unstored.keep(record)
-        except OSError as why:
-            raise StoreFailed(f"{exc}; the measured run could not be kept in {unstored.folder()} either "
-                              f"({why.strerror or why}): its numbers are lost") from None
-        raise StoreFailed(f"{exc}; the measured run is kept in {kept}: `sparkdoctor history --import {kept}` stores it",
-                          kept=str(kept)) from None
-
-
-def _document(ledger: Ledger | None, result: run.RunResult) -> RunDocument:
-    """The run stored (when there is a ledger) and its document."""
+            ledger = _open_ledger(opts)
+        except StoreFailed as exc:
+            _keep(run.record(result), exc)
     _store(ledger, result)
     return RunDocument(result, str(ledger.path) if ledger else None, _ledger_call(run.stored_run, ledger, result))
 
@@ -185,7 +200,7 @@ def _url_toolchain(url: str, opts: Options, progress: Progress) -> tuple[run.Too
 
 
 def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
-    ledger = _open_ledger(opts)
+    ledger = _open_ledger(opts, create=False)
     with progress_line() as progress:
         toolchain, pid = _url_toolchain(url, opts, progress)
         before = machine_load(progress, exclude={pid} if pid else None)
@@ -203,7 +218,7 @@ def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
     if opts.model_dir is not None:  # the KV cache dtype the server says (/metrics), else vLLM's default
         dtype = (config["cache_config"] or {}).get("cache_dtype")
         _roofline(result, str(opts.model_dir), None, ["--kv-cache-dtype", dtype] if dtype else None)
-    return _document(ledger, result)
+    return _document(ledger, result, opts)
 
 
 # ---- recipes ----------------------------------------------------------------------------------------
@@ -336,7 +351,7 @@ def _recipe_workload(recipe: Recipe, opts: Options) -> Workload:
 def bench_recipe(path: Path | Recipe, opts: Options) -> RunDocument:
     recipe = _load_recipe(path, opts)
     workload = _recipe_workload(recipe, opts)
-    ledger = _open_ledger(opts)
+    ledger = _open_ledger(opts, create=False)
     with progress_line() as progress:
         toolchain = _toolchain(_target_python(recipe, opts), progress)
         result = _launch_and_measure(recipe, workload, toolchain, opts, progress)
@@ -345,7 +360,7 @@ def bench_recipe(path: Path | Recipe, opts: Options) -> RunDocument:
 
     model_dir, why = (str(opts.model_dir), None) if opts.model_dir is not None else recipe_model_dir(recipe)
     _roofline(result, model_dir, why, served_argv(recipe))  # its --config file's --kv-cache-dtype too
-    return _document(ledger, result)
+    return _document(ledger, result, opts)
 
 
 def _roofline(result: run.RunResult, model_dir: str | None, why: str | None, argv: list[str] | None = None) -> None:

@@ -230,9 +230,9 @@ def _memory_line(console: Console, memory: dict[str, Any] | None) -> None:
                   markup=False, highlight=False)
 
 
-def render_history(console: Console, runs: list[dict[str, Any]]) -> None:
+def render_history(console: Console, runs: list[dict[str, Any]], ledger: str) -> None:
     if not runs:
-        console.print("no runs in the ledger")
+        console.print(f"no runs recorded in {ledger}", markup=False, highlight=False, soft_wrap=True)
         return
     t = _table("runs, newest first", ("run", "when (UTC)", "recipe", "model", "fingerprint", "decode tok/s/stream",
                                       "source", "peak memory", "A/B"))

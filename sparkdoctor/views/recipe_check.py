@@ -11,7 +11,6 @@ is never empty.
 
 from __future__ import annotations
 
-import sys
 import xml.etree.ElementTree as ET
 from typing import Any
 
@@ -24,9 +23,6 @@ from sparkdoctor.views import View
 from sparkdoctor.views.conclusions import recipe_check
 from sparkdoctor.views.junit import FINDING_CHARS, _clean, document
 from sparkdoctor.views.sarif import render_recipe_sarif
-
-CONSOLE_WIDTH = 160
-"""Columns of the console table when stdout is not a terminal (a CI log): wide enough for an evidence line."""
 
 
 def _text(f: dict[str, Any]) -> str:
@@ -63,8 +59,7 @@ def junit(doc: dict[str, Any]) -> str:
 
 
 def _console(result: Result[RecipeCheck], sink: Sink) -> str:
-    tty = sys.stdout is not None and sys.stdout.isatty()
-    return sink.capture(lambda console: recipe_check(console, result.data.document), width=None if tty else CONSOLE_WIDTH)
+    return sink.wide(lambda console: recipe_check(console, result.data.document))
 
 
 def _sarif(result: Result[RecipeCheck], sink: Sink) -> str:

@@ -122,7 +122,10 @@ def test_unreachable_server_is_one_line_and_stores_nothing(run, tmp_path):
     out = run("bench", "--url", "http://127.0.0.1:9", *QUICK, "--ledger", ledger)
     assert out.returncode == EXIT_BENCH_FAILED
     assert out.stderr.count("\n") == 1 and "cannot connect to 127.0.0.1:9" in out.stderr
-    assert not ledger.exists() or json.loads(run("history", "--ledger", ledger, "--format", "json").stdout)["runs"] == []
+    assert not ledger.exists()  # a failed run creates no ledger: `history` then says there is none (exit 5)
+    assert not (run.state / "ledger.sqlite").exists()
+    out = run("bench", "--url", "http://127.0.0.1:9", *QUICK)  # the default ledger, in the state folder
+    assert out.returncode == EXIT_BENCH_FAILED and not run.state.exists()
 
 
 def test_a_server_that_dies_mid_bench_stores_nothing(run, tmp_path):
@@ -131,7 +134,16 @@ def test_a_server_that_dies_mid_bench_stores_nothing(run, tmp_path):
         out = run("bench", "--url", url, *QUICK, "--warmup", "0", "--ledger", ledger)
     assert out.returncode == EXIT_BENCH_FAILED and out.stderr.count("\n") == 1
     assert "failed" in out.stderr
-    assert json.loads(run("history", "--ledger", ledger, "--format", "json").stdout)["runs"] == []
+    assert not ledger.exists()
+
+
+def test_history_of_a_ledger_without_runs_says_nothing_was_recorded(run, tmp_path):
+    from sparkdoctor.ledger import Ledger
+
+    ledger = tmp_path / "empty.sqlite"
+    Ledger(ledger).close()
+    out = run("history", "--ledger", ledger)
+    assert out.returncode == 0 and out.stdout == f"no runs recorded in {ledger}\n", out.stdout
 
 
 def test_a_corrupt_ledger_is_one_line(run, tmp_path):

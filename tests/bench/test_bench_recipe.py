@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.exitcodes import EXIT_BENCH_FAILED, EXIT_USAGE
+from sparkdoctor.exitcodes import EXIT_BENCH_FAILED, EXIT_LEDGER, EXIT_USAGE
 
 REPO = Path(__file__).resolve().parents[2]
 SERVER = Path(__file__).resolve().parent / "sse_server.py"
@@ -114,7 +114,8 @@ def test_a_server_that_exits_mid_bench_is_one_line_and_nothing_is_stored(run, tm
     assert out.returncode == EXIT_BENCH_FAILED
     assert out.stderr.count("\n") == 1 and "exited with status 7" in out.stderr and "while it was serving" in out.stderr
     assert "exiting on purpose mid-bench" in out.stderr  # the log's last line
-    assert json.loads(run("history", "--format", "json").stdout)["runs"] == []
+    history = run("history", "--format", "json")  # a failed run creates no ledger
+    assert history.returncode == EXIT_LEDGER and "no such file" in json.loads(history.stdout)["errors"][0]["message"]
 
 
 def test_bad_recipes_are_one_line(run, tmp_path):
