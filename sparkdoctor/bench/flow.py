@@ -1,8 +1,8 @@
 """What `sparkdoctor bench` does for each of its three forms (--url, RECIPE, RECIPE --vs RECIPE_B), from parsed
 options to the result document: the one orchestrator of a run's trip (toolchain, gates, launch, measure, answers,
-roofline, ledger), stage after stage; the run it makes and stores is sparkdoctor/bench/run.py. Every way it can fail
-becomes a Failure with one line whose class carries its exit code (sparkdoctor/bench/failures.py; nothing stored
-when a measurement did not finish)."""
+roofline, ledger), stage after stage; the run it makes is sparkdoctor/bench/run.py, stored by bench/storing.py.
+Every way it can fail becomes a Failure with one line whose class carries its exit code (sparkdoctor/bench/failures.py;
+nothing stored when a measurement did not finish)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from sparkdoctor.bench import ab, body, gates, run, served
+from sparkdoctor.bench import ab, body, gates, run, served, storing
 from sparkdoctor.bench.document import ComparisonDocument, RunDocument
 from sparkdoctor.bench.failures import (
     BadBenchInput,
@@ -33,14 +33,11 @@ from sparkdoctor.recipes import Recipe
 
 if TYPE_CHECKING:
     from sparkdoctor.bench.correctness import Options as CorrectnessOptions
-    from sparkdoctor.ledger import Ledger, RunRecord
     from sparkdoctor.targets.interface import Target
     from sparkdoctor.targets.local import PythonTarget
 
 Progress = Callable[[str], None]
 DEATH_WAIT_S = 5.0
-P = ParamSpec("P")
-T = TypeVar("T")
 
 
 @dataclass
@@ -81,62 +78,6 @@ def workload_from(given: dict[str, Any]) -> Workload:
         return Workload.from_dict({}, **given)
     except (WorkloadError, TypeError) as exc:
         raise BadBenchInput(str(exc)) from None
-
-
-def _open_ledger(opts: Options, create: bool = True) -> Ledger | None:
-    """The ledger to store in. Without `create` (before measuring) only one that exists is opened, so a damaged
-    file refuses the run first and a run that fails creates no ledger (`history` then says there is none)."""
-    from sparkdoctor.ledger import Ledger, default_path
-
-    if not opts.store or not (create or Path(opts.ledger or default_path()).exists()):
-        return None
-    return _ledger_call(Ledger, opts.ledger)
-
-
-def _ledger_call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """A ledger read or write whose failure (a malformed or read-only file) is a Failure with exit 5."""
-    from sparkdoctor.ledger import LedgerError
-
-    try:
-        return fn(*args, **kwargs)
-    except LedgerError as exc:
-        raise StoreFailed(str(exc)) from None
-
-
-def _store(ledger: Ledger | None, result: run.RunResult, comparison_id: int | None = None) -> None:
-    """The measured run into the ledger; one the ledger cannot take is kept in a file, never lost."""
-    if ledger is None:
-        return
-    record = run.record(result, comparison_id)
-    try:
-        result.run_id = _ledger_call(ledger.add_run, record)
-    except StoreFailed as exc:
-        _keep(record, exc)
-
-
-def _keep(record: RunRecord, exc: StoreFailed) -> None:
-    """A measured run the ledger could not take, kept in a file `history --import` stores; always raises."""
-    from sparkdoctor.ledger import unstored
-
-    try:
-        kept = unstored.keep(record)
-    except OSError as why:
-        raise StoreFailed(f"{exc}; the measured run could not be kept in {unstored.folder()} either "
-                          f"({why.strerror or why}): its numbers are lost") from None
-    raise StoreFailed(f"{exc}; the measured run is kept in {kept}: `sparkdoctor history --import {kept}` stores it",
-                      kept=str(kept)) from None
-
-
-def _document(ledger: Ledger | None, result: run.RunResult, opts: Options) -> RunDocument:
-    """The run stored and its document: in the ledger opened before measuring, else in one created now that there
-    is a run to store."""
-    if ledger is None and opts.store:
-        try:
-            ledger = _open_ledger(opts)
-        except StoreFailed as exc:
-            _keep(run.record(result), exc)
-    _store(ledger, result)
-    return RunDocument(result, str(ledger.path) if ledger else None, _ledger_call(run.stored_run, ledger, result))
 
 
 def _python_target(python: str | None) -> PythonTarget:
@@ -200,7 +141,7 @@ def _url_toolchain(url: str, opts: Options, progress: Progress) -> tuple[run.Too
 
 
 def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
-    ledger = _open_ledger(opts, create=False)
+    ledger = storing.open_ledger(opts.ledger, opts.store, create=False)
     with progress_line() as progress:
         toolchain, pid = _url_toolchain(url, opts, progress)
         before = machine_load(progress, exclude={pid} if pid else None)
@@ -218,7 +159,7 @@ def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
     if opts.model_dir is not None:  # the KV cache dtype the server says (/metrics), else vLLM's default
         dtype = (config["cache_config"] or {}).get("cache_dtype")
         _roofline(result, str(opts.model_dir), None, ["--kv-cache-dtype", dtype] if dtype else None)
-    return _document(ledger, result, opts)
+    return storing.document(ledger, result, opts.ledger, opts.store)
 
 
 # ---- recipes ----------------------------------------------------------------------------------------
@@ -351,7 +292,7 @@ def _recipe_workload(recipe: Recipe, opts: Options) -> Workload:
 def bench_recipe(path: Path | Recipe, opts: Options) -> RunDocument:
     recipe = _load_recipe(path, opts)
     workload = _recipe_workload(recipe, opts)
-    ledger = _open_ledger(opts, create=False)
+    ledger = storing.open_ledger(opts.ledger, opts.store, create=False)
     with progress_line() as progress:
         toolchain = _toolchain(_target_python(recipe, opts), progress)
         result = _launch_and_measure(recipe, workload, toolchain, opts, progress)
@@ -360,7 +301,7 @@ def bench_recipe(path: Path | Recipe, opts: Options) -> RunDocument:
 
     model_dir, why = (str(opts.model_dir), None) if opts.model_dir is not None else recipe_model_dir(recipe)
     _roofline(result, model_dir, why, served_argv(recipe))  # its --config file's --kv-cache-dtype too
-    return _document(ledger, result, opts)
+    return storing.document(ledger, result, opts.ledger, opts.store)
 
 
 def _roofline(result: run.RunResult, model_dir: str | None, why: str | None, argv: list[str] | None = None) -> None:
@@ -377,8 +318,8 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
     if labels["A"] == labels["B"] and path_a != path_b:
         labels = {"A": f"{labels['A']} ({path_a})", "B": f"{labels['B']} ({path_b})"}
     workload = _recipe_workload(recipes["A"], opts)  # one workload for both arms: like for like
-    ledger = _open_ledger(opts)
-    comparison_id = _ledger_call(ledger.begin_comparison, labels["A"], labels["B"]) if ledger is not None else None
+    ledger = storing.open_ledger(opts.ledger, opts.store)
+    comparison_id = storing.ledger_call(ledger.begin_comparison, labels["A"], labels["B"]) if ledger is not None else None
     stored: list[int] = []
     judged: dict[tuple[str, object], dict[str, object]] = {}  # (arm, finding id) -> the finding, once per arm
     status = "interrupted"
@@ -391,7 +332,7 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
                 progress(f"arm {index + 1}/{2 * opts.pairs}: {arm} ({labels[arm]})")
                 arm_opts = replace(opts, correctness=ab.against_a(opts.correctness, arm, got["A"]))  # B vs A's answers
                 result = _launch_and_measure(recipes[arm], workload, toolchains[arm], arm_opts, progress, arm)
-                _store(ledger, result, comparison_id)
+                storing.store(ledger, result, comparison_id)
                 for f in run.finding_records(result):
                     judged.setdefault((arm, f["id"]), {"arm": arm, **f})
                 if result.run_id is not None:
@@ -415,7 +356,7 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
     finally:
         if ledger is not None and comparison_id is not None:
             try:
-                _ledger_call(ledger.finish_comparison, comparison_id, status, body(doc.to_json()) if status == "complete" else None)
+                storing.ledger_call(ledger.finish_comparison, comparison_id, status, body(doc.to_json()) if status == "complete" else None)
             except StoreFailed:
                 if status == "complete":
                     raise  # else the error that stopped the comparison (a run kept in a file) is the one to say

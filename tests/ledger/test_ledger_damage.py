@@ -266,14 +266,14 @@ def test_a_malformed_database_is_one_line_exit_5_in_every_command(tmp_path):
 
 def test_bench_storing_into_a_malformed_ledger_is_one_line_exit_5(tmp_path):
     """bench's writes (an A/B's comparison row, a run) go through the same door: exit 5, one line."""
-    from sparkdoctor.bench import flow
+    from sparkdoctor.bench import flow, storing
 
     path = ledger_with_conclusion(tmp_path)
     malformed(path)
     ledger = Ledger(path)
     try:
         with pytest.raises(flow.Failure) as info:
-            flow._ledger_call(ledger.add_run, record(name="again"))
+            storing.ledger_call(ledger.add_run, record(name="again"))
     finally:
         ledger.close()
     assert info.value.exit_code == EXIT_LEDGER and "malformed" in str(info.value) and "\n" not in str(info.value)
