@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import io
-import os
 import re
 import sys
 from collections.abc import Callable
@@ -60,11 +59,10 @@ class Sink:
             draw(console)
         return captured.get()
 
-    def wide(self, draw: Callable[[Console], None], **settings: object) -> str:
-        """What `draw` prints: a terminal's width on a terminal, COLUMNS if set or else WIDE columns on a pipe, the
-        file width on -o FILE (`settings`: as capture's)."""
+    def wide(self, draw: Callable[[Console], None]) -> str:
+        """What `draw` prints: a terminal's width on a terminal, WIDE columns on a pipe, the file width on -o FILE."""
         on_terminal = sys.stdout is not None and sys.stdout.isatty()
-        return self.capture(draw, None if on_terminal or os.environ.get("COLUMNS") else WIDE, **settings)
+        return self.capture(draw, None if on_terminal else WIDE)
 
 
 class _Unwritten(io.RawIOBase):

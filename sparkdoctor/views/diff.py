@@ -53,5 +53,6 @@ def draw(doc: DiffDocument, console: Console) -> None:
 
 
 VIEW = View(DiffDocument, {
-    Format.console: lambda result, sink: sink.wide(lambda console: draw(result.data, console), highlight=False),
+    Format.console: lambda result, sink: sink.capture(lambda console: draw(result.data, console), soft_wrap=True,
+                                                      highlight=False),
     Format.json: lambda result, sink: result.data.to_json()})

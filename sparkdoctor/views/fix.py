@@ -21,8 +21,6 @@ from sparkdoctor.sink import Sink
 from sparkdoctor.views import View
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from sparkdoctor.fix.pipeline import Applied, JournalRow, Pruned, RolledBack
 
 
@@ -152,12 +150,7 @@ def _console(result: Result[FixDocument], sink: Sink) -> str:
     else:
         assert isinstance(found, PruneDocument)
         lines = prune_lines(found.pruned)
-
-    def draw(console: Console) -> None:
-        for line in lines:
-            console.print(line, markup=False, highlight=False)
-
-    return sink.wide(draw)
+    return "\n".join(lines) + "\n"
 
 
 VIEW = View(FixDocument, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json()})
