@@ -73,18 +73,20 @@ MULTI = '''\
 import sys
 if sys.path and sys.path[0] == "":  # `python3 -` put the working folder first: a ~/json.py must not run here
     del sys.path[0]
-import json, subprocess, threading, time
+import collections, json, subprocess, threading, time
 _JOBS = json.loads({jobs!r})
 _LIMIT = {limit!r}
 _OUT = [None] * len(_JOBS)
 
 
-def _tail(stream, kept, most):  # read to the end, keeping about the last `most` bytes: never all of it in memory
+def _tail(stream, kept, most):  # read to the end into a deque of small chunks, about the last `most` bytes of it
+    size = 0
     try:
         for chunk in iter(lambda: stream.read1(65536), b""):
-            kept += chunk
-            if len(kept) > 2 * most:
-                del kept[:-most]
+            kept.append(chunk)
+            size += len(chunk)
+            while size - len(kept[0]) >= most:
+                size -= len(kept.popleft())
     except (OSError, ValueError):
         pass
 
@@ -105,7 +107,7 @@ def _one(i):
     except OSError as exc:
         _OUT[i] = {{"returncode": None, "start_error": str(exc), "stdout": "", "stderr": ""}}
         return
-    kept = [bytearray(), bytearray()]
+    kept = [collections.deque(), collections.deque()]
     threads = [threading.Thread(target=_feed, args=(proc.stdin, script.encode("utf-8"))),
                threading.Thread(target=_tail, args=(proc.stdout, kept[0], {most!r})),
                threading.Thread(target=_tail, args=(proc.stderr, kept[1], 65536))]
@@ -121,8 +123,8 @@ def _one(i):
         return
     for thread in threads[1:]:
         thread.join(5)
-    _OUT[i] = {{"returncode": proc.returncode, "stdout": bytes(kept[0][-{most!r}:]).decode("utf-8", "replace"),
-               "stderr": bytes(kept[1][-65536:]).decode("utf-8", "replace")}}
+    _OUT[i] = {{"returncode": proc.returncode, "stdout": b"".join(list(kept[0]))[-{most!r}:].decode("utf-8", "replace"),
+               "stderr": b"".join(list(kept[1]))[-65536:].decode("utf-8", "replace")}}
 
 
 _threads = [threading.Thread(target=_one, args=(i,)) for i in range(len(_JOBS))]
