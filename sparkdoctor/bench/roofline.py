@@ -59,9 +59,11 @@ def achieved(model_dir: str | None, why_none: str | None, m: Measurement, headli
     flags = flag_values([str(a) for a in argv] if isinstance(argv, list) else [])
     kv_cache_dtype, dtype = flags.get("kv_cache_dtype", "auto"), flags.get("dtype", "auto")
     try:
-        ceiling = ceiling_for(model_dir, context=context, kv_cache_dtype=kv_cache_dtype, dtype=vllm_dtype(dtype))
+        vllm_dtype(dtype)
     except ValueError:
         return _missing(model_dir, f"--dtype {dtype!r} is not a dtype vLLM takes: the ceiling is not sized")
+    try:
+        ceiling = ceiling_for(model_dir, context=context, kv_cache_dtype=kv_cache_dtype, dtype=dtype)
     except AuditError as exc:
         return _missing(model_dir, f"audit of {model_dir} failed: {exc}")
     tps = float(headline["decode_tps_per_stream"])
