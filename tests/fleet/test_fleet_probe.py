@@ -206,7 +206,9 @@ def test_a_ray_task_keeps_only_the_tail_of_a_runaway_commands_output():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     out, err, tail, returncode, peak_mib = json.loads(done.stdout)
     assert (out, err, tail, returncode) == (16 << 20, 1 << 16, "LAST\n", 0), done.stderr
-    assert peak_mib < 200, f"{peak_mib} MiB held for 300 MB of output"
+    # holding it all (communicate, then its join) is at least twice the output, 572 MiB; the tail alone measured 72 MiB
+    # on an idle machine and up to 285 MiB on a loaded one (malloc's arenas), so the bound sits between the two
+    assert peak_mib < 450, f"{peak_mib} MiB held for 300 MB of output"
 
 
 def test_a_batch_on_the_node_keeps_only_the_tail_of_a_runaway_probes_output():
