@@ -11,6 +11,7 @@ there would otherwise run in place of the standard module (`-P` would do it, fro
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 import zlib
 from functools import lru_cache
@@ -69,27 +70,19 @@ def probe_of(script: Path) -> str:
     return script.parent.name if script.name == "__main__.py" else script.stem
 
 
+# each probe's output is read as on_node reads a command's: its last bytes in a ring (on_node._tail)
+TAIL = inspect.getsource(on_node._tail) + "\n\n" + inspect.getsource(on_node._kept)
 MULTI = '''\
 import sys
 if sys.path and sys.path[0] == "":  # `python3 -` put the working folder first: a ~/json.py must not run here
     del sys.path[0]
-import collections, json, subprocess, threading, time
+import json, subprocess, threading, time
 _JOBS = json.loads({jobs!r})
 _LIMIT = {limit!r}
 _OUT = [None] * len(_JOBS)
 
 
-def _tail(stream, kept, most):  # read to the end into a deque of small chunks, about the last `most` bytes of it
-    size = 0
-    try:
-        for chunk in iter(lambda: stream.read1(65536), b""):
-            kept.append(chunk)
-            size += len(chunk)
-            while size - len(kept[0]) >= most:
-                size -= len(kept.popleft())
-    except (OSError, ValueError):
-        pass
-
+{tail}
 
 def _feed(stream, data):
     try:
@@ -107,7 +100,7 @@ def _one(i):
     except OSError as exc:
         _OUT[i] = {{"returncode": None, "start_error": str(exc), "stdout": "", "stderr": ""}}
         return
-    kept = [collections.deque(), collections.deque()]
+    kept = [[bytearray(), 0], [bytearray(), 0]]
     threads = [threading.Thread(target=_feed, args=(proc.stdin, script.encode("utf-8"))),
                threading.Thread(target=_tail, args=(proc.stdout, kept[0], {most!r})),
                threading.Thread(target=_tail, args=(proc.stderr, kept[1], 65536))]
@@ -123,8 +116,8 @@ def _one(i):
         return
     for thread in threads[1:]:
         thread.join(5)
-    _OUT[i] = {{"returncode": proc.returncode, "stdout": b"".join(list(kept[0]))[-{most!r}:].decode("utf-8", "replace"),
-               "stderr": b"".join(list(kept[1]))[-65536:].decode("utf-8", "replace")}}
+    _OUT[i] = {{"returncode": proc.returncode, "stdout": _kept(kept[0]).decode("utf-8", "replace"),
+               "stderr": _kept(kept[1]).decode("utf-8", "replace")}}
 
 
 _threads = [threading.Thread(target=_one, args=(i,)) for i in range(len(_JOBS))]
@@ -141,4 +134,5 @@ def multi_bundle(jobs: list[tuple[str, list[str]]], limit: float) -> str:
     as they run locally) and prints all their outputs as one JSON line: one ssh session or one Ray task per
     node instead of one per probe."""
     payload = json.dumps([[bundle(name), list(args)] for name, args in jobs])
-    return MULTI.format(jobs=payload, limit=min(float(limit), on_node.MAX_WAIT), most=on_node.MAX_OUTPUT)
+    return MULTI.format(jobs=payload, limit=min(float(limit), on_node.MAX_WAIT), most=on_node.MAX_OUTPUT,
+                        tail=TAIL)
