@@ -128,6 +128,10 @@ def where_they_were(run: Path) -> list[str]:
             if own and _STACKS:
                 _STOPPING.append(True)
                 faulthandler.dump_traceback(file=_STACKS[0], all_threads=True)
+                # the controller, stopped by the same signal, asks too: by then this worker is unwinding (CI,
+                # 2026-12-01: its later dump named pytest's capture teardown instead of the test), so it answers no more
+                faulthandler.unregister(signal.SIGUSR1)
+                signal.signal(signal.SIGUSR1, signal.SIG_IGN)
             elif not own:
                 os.kill(int(pid), signal.SIGUSR1)
     if notes and not own:
