@@ -162,7 +162,26 @@ DS_MLA_VALUES = 576
 TURBOQUANT_BITS = {"turboquant_k8v4": (8, 4), "turboquant_4bit_nc": (4, 4), "turboquant_k3v4_nc": (3, 4),
                    "turboquant_3bit_nc": (3, 3)}
 TURBOQUANT_EDGE = 2
-KV_DTYPES = (*KV_BYTES, *DS_MLA_RECORD, *TURBOQUANT_BITS)  # every --kv-cache-dtype the audit sizes
+# - NVFP4 (nvfp4, and nvfp4_4over6: "uses the NVFP4 layout", config/cache.py at 002f10e0): each key and each value head
+#   packs head_size // 2 bytes of e2m1 values (2 a byte) + head_size // 16 fp8 block scales (1 a 16 values), in uint8
+#   (utils/torch_utils.py at 0024350b: STR_DTYPE_TO_TORCH_DTYPE, nvfp4_kv_cache_full_dim; v1/kv_cache_interface.py at
+#   001cabc1: FullAttentionSpec.real_page_size_bytes = block x KV heads x (full_dim(K) + full_dim(V)) x 1 byte).
+# - int8_per_token_head, fp8_per_token_head: one byte a value (torch.int8 / torch.uint8, torch_utils.py at 0024350b) and
+#   one float32 scale a token a KV head for K and one for V, carved from the same allocation (kv_cache_interface.py at
+#   001cabc1: AttentionSpec.page_size_bytes adds 2 x block x KV heads x 4 bytes).
+# - int4_per_token_head: not sized. Its packing and its scales (float32 or fp16, one per head or per group of values,
+#   with or without zero points) differ between the pull requests that added it (vllm-project/vllm #38854, #39569,
+#   #39668), and no released source of it was read at a citable commit.
+NVFP4_KV = ("nvfp4", "nvfp4_4over6")
+PER_TOKEN_HEAD_KV = {"int8_per_token_head": 4, "fp8_per_token_head": 4}  # name -> scale bytes a token a head, K and V each
+NOT_SIZED_KV = {"int4_per_token_head": "its int4 packing and per-token-head scales (dtype, count, zero points) differ "
+                "between the vLLM changes that added it and were not read at a citable commit"}
+KV_DTYPES = (*KV_BYTES, *DS_MLA_RECORD, *TURBOQUANT_BITS, *NVFP4_KV, *PER_TOKEN_HEAD_KV)  # every --kv-cache-dtype the audit sizes
+
+
+def nvfp4_head_bytes(head_dim: int) -> int:
+    """Bytes of one key (or value) head at one position in vLLM's NVFP4 cache: e2m1 values 2 a byte + 1 fp8 scale a 16."""
+    return head_dim // 2 + head_dim // 16
 
 
 def turboquant_slot(name: str, head_dim: int) -> int:
@@ -201,6 +220,17 @@ def kv_width(name: str, shape: ModelShape, model_bytes: float) -> tuple[float, s
         width = (kept * model_bytes + (len(attention) - kept) * packed) / len(attention) if attention else packed
         how = f"{name} ({slot} bytes a head a token" + (f"; {kept} boundary layers at the model's {model_bytes:g} bytes)" if kept else ")")
         return width, how
+    if name in NVFP4_KV or name in PER_TOKEN_HEAD_KV:
+        if shape.kv_latent or shape.head_dim <= 0:
+            raise ValueError(f"vLLM's {name} layout packs each key/value head; this model caches an MLA latent, whose {name} "
+                             "layout the audit does not size")
+        if name in NVFP4_KV:
+            head = nvfp4_head_bytes(shape.head_dim)
+            return head / shape.head_dim, f"{name} ({head} bytes a key or value head a token: fp4 values + fp8 scale a 16)"
+        head = shape.head_dim + PER_TOKEN_HEAD_KV[name]
+        return head / shape.head_dim, f"{name} ({head} bytes a key or value head a token: 1 byte a value + a float32 scale)"
+    if name in NOT_SIZED_KV:
+        raise ValueError(f"vLLM takes it; the audit does not size it: {NOT_SIZED_KV[name]}")
     raise ValueError(f"vLLM takes it; the audit does not size its layout (it sizes {', '.join(KV_DTYPES)})")
 
 
