@@ -83,9 +83,11 @@ def test_the_bench_roofline_sizes_at_the_recipes_dtype(tmp_path):
 @pytest.mark.parametrize("dtype,label", [("auto", "BF16"), ("float32", "F32"), ("float", "F32"), ("half", "F16"),
                                          ("bfloat16", "BF16")])
 def test_a_cast_tensor_is_labelled_as_it_is_served(tmp_path, dtype, label):
-    """The byte table labelled a bf16 checkpoint served at --dtype float32 BF16 beside float32's bytes."""
+    """The byte table labelled a bf16 checkpoint served at --dtype float32 BF16 beside float32's bytes. The served label
+    is `formats_served` (and `read_by_format`); `formats` stays the file's (docs/evidence/auditkv-2026-12-02.md)."""
     audit = run_audit(AuditOptions(str(tiny(tmp_path / "m")), gpu="gb10", dtype=dtype))
-    assert {name for row in audit.groups for name in row.formats} == {label}
+    assert {name for row in audit.groups for name in row.formats_served} == {label}
+    assert {name for row in audit.groups for name in row.formats} == {"BF16"}
     assert set(audit.read_by_format) == {label}
 
 
