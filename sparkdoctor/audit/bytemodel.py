@@ -32,8 +32,10 @@ class Module:
     name: str
     group: str
     tensors: dict[str, TensorInfo]
-    format: Format
-    nbytes: int = 0  # all its tensors, computed once (a MoE has 100,000 modules)
+    format: Format  # as stored in the file
+    nbytes: int = 0  # all its tensors as vLLM holds them (a cast tensor at the served width), computed once (a MoE has 100,000 modules)
+    disk_bytes: int = 0  # all its tensors as the file stores them
+    served: str = ""  # the format vLLM holds it in: format.name, or the --dtype's (F32, BF16, F16) where it casts the module
 
 
 @dataclass
@@ -42,22 +44,32 @@ class GroupRow:
     label: str
     modules: int = 0
     params: int = 0
-    bytes_stored: int = 0
+    bytes_stored: int = 0  # as the files hold them
     bytes_read: float = 0.0  # per decoded token, one sequence
     params_read: float = 0.0  # parameters behind bytes_read (the "active" parameters)
-    formats: dict[str, int] = field(default_factory=dict)  # format -> bytes stored
+    formats: dict[str, int] = field(default_factory=dict)  # stored format -> bytes stored
     note: str = ""
+    bytes_served: int = 0  # as vLLM holds them: a module --dtype casts at the served width (what the fit and reads count)
+    formats_served: dict[str, int] = field(default_factory=dict)  # served format -> bytes served
+
+    @property
+    def cast(self) -> bool:
+        """Whether vLLM holds this group in another format or size than the files store it."""
+        return self.bytes_served != self.bytes_stored or self.formats_served.keys() != self.formats.keys()
 
     def to_dict(self) -> dict:
         return {"group": self.key, "label": self.label, "modules": self.modules, "params": self.params,
                 "bytes_stored": self.bytes_stored, "bytes_read_per_token": round(self.bytes_read),
                 "params_read_per_token": round(self.params_read),
-                "formats": dict(sorted(self.formats.items(), key=lambda kv: -kv[1])), "note": self.note}
+                "formats": dict(sorted(self.formats.items(), key=lambda kv: -kv[1])), "note": self.note,
+                "bytes_served": self.bytes_served,
+                "formats_served": dict(sorted(self.formats_served.items(), key=lambda kv: -kv[1]))}
 
 
 def modules_of(checkpoint: Checkpoint, shape: ModelShape, bits: int) -> list[Module]:
     """The checkpoint's modules; with `shape.cast_from` (a float32 checkpoint served in 16 bits, or --dtype), an unquantized
-    module's floating-point tensors count at the served width and are labelled with its format, as vLLM loads them."""
+    module's floating-point tensors count at the served width (`nbytes`) in the served format (`served`), as vLLM loads
+    them; `format` and `disk_bytes` stay what the file stores."""
     grouped: dict[str, dict[str, TensorInfo]] = defaultdict(dict)
     for tensor in checkpoint.tensors.values():
         module, role = split_name(tensor.name, len(tensor.shape))
@@ -66,10 +78,10 @@ def modules_of(checkpoint: Checkpoint, shape: ModelShape, bits: int) -> list[Mod
     for name, tensors in sorted(grouped.items()):
         fmt = classify(tensors, bits)
         cast = shape.cast_from is not None and not fmt.quantized
-        if cast and fmt.name in UNQUANTIZED and shape.served_format:  # labelled as served, not as stored
-            fmt = Format(shape.served_format, fmt.params, False)
+        served = shape.served_format if cast and fmt.name in UNQUANTIZED and shape.served_format else fmt.name
         nbytes = sum(t.numel * shape.dtype_bytes if cast and t.dtype in UNQUANTIZED else t.nbytes for t in tensors.values())
-        modules.append(Module(name, group_of(name, shape.layers), tensors, fmt, nbytes))
+        disk = sum(t.nbytes for t in tensors.values())
+        modules.append(Module(name, group_of(name, shape.layers), tensors, fmt, nbytes, disk, served))
     return modules
 
 
@@ -88,15 +100,17 @@ def group_rows(modules: list[Module], shape: ModelShape, include_mtp: bool) -> l
         row = rows.setdefault(module.group, GroupRow(module.group, GROUPS[module.group]))
         row.modules += 1
         row.params += module.format.params
-        row.bytes_stored += module.nbytes
-        row.formats[module.format.name] = row.formats.get(module.format.name, 0) + module.nbytes
+        row.bytes_stored += module.disk_bytes
+        row.formats[module.format.name] = row.formats.get(module.format.name, 0) + module.disk_bytes
+        row.bytes_served += module.nbytes
+        row.formats_served[module.served] = row.formats_served.get(module.served, 0) + module.nbytes
         read = _read(module, fraction, include_mtp)
         row.bytes_read += read
         row.params_read += module.format.params * read / module.nbytes if module.nbytes else 0.0
     _notes(rows, shape, fraction, include_mtp)
     if shape.tied_embeddings and "lm_head" not in rows and "embeddings" in rows:
         emb = rows["embeddings"]
-        rows["lm_head"] = GroupRow("lm_head", "lm_head (tied to the embeddings)", bytes_read=float(emb.bytes_stored), params_read=float(emb.params),
+        rows["lm_head"] = GroupRow("lm_head", "lm_head (tied to the embeddings)", bytes_read=float(emb.bytes_served), params_read=float(emb.params),
                                    note="tied: stored once (in embeddings), the whole matrix is read per token")
     order = list(GROUPS)
     return sorted(rows.values(), key=lambda r: order.index(r.key))
@@ -126,15 +140,15 @@ def _notes(rows: dict[str, GroupRow], shape: ModelShape, fraction: float, includ
 
 
 def read_by_format(modules: list[Module], shape: ModelShape, include_mtp: bool, tied_embedding_read: float) -> dict[str, float]:
-    """Bytes read per token, by storage format (for the unquantized share)."""
+    """Bytes read per token, by the format vLLM holds them in (for the unquantized share)."""
     fraction = expert_fraction(shape)
     out: dict[str, float] = defaultdict(float)
     for module in modules:
-        out[module.format.name] += _read(module, fraction, include_mtp)
+        out[module.served] += _read(module, fraction, include_mtp)
     if tied_embedding_read:
         for module in modules:
             if module.group == "embeddings":
-                out[module.format.name] += module.nbytes
+                out[module.served] += module.nbytes
     return dict(out)
 
 
@@ -162,7 +176,26 @@ DS_MLA_VALUES = 576
 TURBOQUANT_BITS = {"turboquant_k8v4": (8, 4), "turboquant_4bit_nc": (4, 4), "turboquant_k3v4_nc": (3, 4),
                    "turboquant_3bit_nc": (3, 3)}
 TURBOQUANT_EDGE = 2
-KV_DTYPES = (*KV_BYTES, *DS_MLA_RECORD, *TURBOQUANT_BITS)  # every --kv-cache-dtype the audit sizes
+# - NVFP4 (nvfp4, and nvfp4_4over6: "uses the NVFP4 layout", config/cache.py at 002f10e0): each key and each value head
+#   packs head_size // 2 bytes of e2m1 values (2 a byte) + head_size // 16 fp8 block scales (1 a 16 values), in uint8
+#   (utils/torch_utils.py at 0024350b: STR_DTYPE_TO_TORCH_DTYPE, nvfp4_kv_cache_full_dim; v1/kv_cache_interface.py at
+#   001cabc1: FullAttentionSpec.real_page_size_bytes = block x KV heads x (full_dim(K) + full_dim(V)) x 1 byte).
+# - int8_per_token_head, fp8_per_token_head: one byte a value (torch.int8 / torch.uint8, torch_utils.py at 0024350b) and
+#   one float32 scale a token a KV head for K and one for V, carved from the same allocation (kv_cache_interface.py at
+#   001cabc1: AttentionSpec.page_size_bytes adds 2 x block x KV heads x 4 bytes).
+# - int4_per_token_head: not sized. Its packing and its scales (float32 or fp16, one per head or per group of values,
+#   with or without zero points) differ between the pull requests that added it (vllm-project/vllm #38854, #39569,
+#   #39668), and no released source of it was read at a citable commit.
+NVFP4_KV = ("nvfp4", "nvfp4_4over6")
+PER_TOKEN_HEAD_KV = {"int8_per_token_head": 4, "fp8_per_token_head": 4}  # name -> scale bytes a token a head, K and V each
+NOT_SIZED_KV = {"int4_per_token_head": "its int4 packing and per-token-head scales (dtype, count, zero points) differ "
+                "between the vLLM changes that added it and were not read at a citable commit"}
+KV_DTYPES = (*KV_BYTES, *DS_MLA_RECORD, *TURBOQUANT_BITS, *NVFP4_KV, *PER_TOKEN_HEAD_KV)  # every --kv-cache-dtype the audit sizes
+
+
+def nvfp4_head_bytes(head_dim: int) -> int:
+    """Bytes of one key (or value) head at one position in vLLM's NVFP4 cache: e2m1 values 2 a byte + 1 fp8 scale a 16."""
+    return head_dim // 2 + head_dim // 16
 
 
 def turboquant_slot(name: str, head_dim: int) -> int:
@@ -201,6 +234,17 @@ def kv_width(name: str, shape: ModelShape, model_bytes: float) -> tuple[float, s
         width = (kept * model_bytes + (len(attention) - kept) * packed) / len(attention) if attention else packed
         how = f"{name} ({slot} bytes a head a token" + (f"; {kept} boundary layers at the model's {model_bytes:g} bytes)" if kept else ")")
         return width, how
+    if name in NVFP4_KV or name in PER_TOKEN_HEAD_KV:
+        if shape.kv_latent or shape.head_dim <= 0:
+            raise ValueError(f"vLLM's {name} layout packs each key/value head; this model caches an MLA latent, whose {name} "
+                             "layout the audit does not size")
+        if name in NVFP4_KV:
+            head = nvfp4_head_bytes(shape.head_dim)
+            return head / shape.head_dim, f"{name} ({head} bytes a key or value head a token: fp4 values + fp8 scale a 16)"
+        head = shape.head_dim + PER_TOKEN_HEAD_KV[name]
+        return head / shape.head_dim, f"{name} ({head} bytes a key or value head a token: 1 byte a value + a float32 scale)"
+    if name in NOT_SIZED_KV:
+        raise ValueError(f"vLLM takes it; the audit does not size it: {NOT_SIZED_KV[name]}")
     raise ValueError(f"vLLM takes it; the audit does not size its layout (it sizes {', '.join(KV_DTYPES)})")
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.locate import resolve_model
-from sparkdoctor.audit.modelconfig import SERVED_BYTES
+from sparkdoctor.audit.modelconfig import SERVED_BYTES, served_bytes
 from sparkdoctor.recipes.model import Recipe, vllm_spelling
 from sparkdoctor.recipes.vllm_config import serve_config, served_argv
 
@@ -48,10 +48,12 @@ def vllm_share(text: str) -> float:
 
 
 def vllm_dtype(text: str) -> str:
-    """--dtype as vLLM's parser takes it (auto or one of SERVED_BYTES, exactly: its ModelDType choices); ValueError
-    otherwise."""
-    if text != "auto" and text not in SERVED_BYTES:
-        raise ValueError(text)
+    """--dtype as vLLM's parser takes it (modelconfig.served_bytes, the one rule: auto or one of its ModelDType choices,
+    exactly); ValueError otherwise."""
+    try:
+        served_bytes(text)
+    except AuditError:
+        raise ValueError(text) from None
     return text
 
 

@@ -23,6 +23,16 @@ SERVED_BYTES = {"half": 2, "float16": 2, "bfloat16": 2, "float": 4, "float32": 4
 SERVED_FORMAT = {"half": "F16", "float16": "F16", "bfloat16": "BF16", "float": "F32", "float32": "F32"}  # safetensors' names
 
 
+def served_bytes(dtype: str) -> int | None:
+    """The one rule for vllm serve --dtype, taken exactly as its parser takes it (ModelDType: case and all): None for
+    auto (the checkpoint's own width), else bytes a value; AuditError (one line) for a name vLLM refuses."""
+    if dtype == "auto":
+        return None
+    if dtype not in SERVED_BYTES:
+        raise AuditError(f"--dtype {dtype!r} is not a dtype vLLM takes (auto, {', '.join(SERVED_BYTES)}; it refuses any other)")
+    return SERVED_BYTES[dtype]
+
+
 @dataclass
 class ModelShape:
     model_type: str
@@ -112,9 +122,9 @@ def read_shape(config: Mapping[str, object], path: Path, served: bool = False, s
         mtp_layers=_count(cfg, where, "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0),
         sliding_window=_int(cfg, where, "sliding_window"),
     )
-    if served and serve_dtype != "auto":  # vLLM casts the floating-point weights to --dtype (bfloat16 to float16 too)
-        shape.cast_from, shape.dtype_bytes = shape.dtype_bytes, SERVED_BYTES.get(serve_dtype, shape.dtype_bytes)
-        shape.served_format = SERVED_FORMAT.get(serve_dtype, "")
+    width = served_bytes(serve_dtype) if served else None
+    if width is not None:  # vLLM casts the floating-point weights to --dtype (bfloat16 to float16 too)
+        shape.cast_from, shape.dtype_bytes, shape.served_format = shape.dtype_bytes, width, SERVED_FORMAT[serve_dtype]
     elif served and shape.dtype_bytes == 4:
         shape.cast_from, shape.dtype_bytes, shape.served_format = 4, 2, "BF16"
     if shape.experts and not shape.experts_per_token:

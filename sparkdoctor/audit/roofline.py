@@ -207,12 +207,12 @@ def _clamp_context(options: AuditOptions, shape: ModelShape) -> None:
 def _step_bytes(audit: Audit, groups: list[bytemodel.GroupRow], shape: ModelShape, batch: int) -> float:
     experts = next((g for g in groups if g.key == "experts"), None)
     dense = audit.weights_per_token - (experts.bytes_read if experts else 0.0)
-    routed = experts.bytes_stored * bytemodel.expert_fraction(shape, batch) if experts else 0.0
+    routed = experts.bytes_served * bytemodel.expert_fraction(shape, batch) if experts else 0.0
     return dense + routed + batch * (audit.kv_per_token + audit.state_per_token)
 
 
 def _fit(options: AuditOptions, shape: ModelShape, groups: list[bytemodel.GroupRow], kv_bytes: float, gpu: gpus.Gpu) -> Fit:
-    weights = sum(g.bytes_stored for g in groups if options.include_mtp or g.key != "mtp")
+    weights = sum(g.bytes_served for g in groups if options.include_mtp or g.key != "mtp")  # as vLLM holds them
     max_len = options.max_model_len or shape.max_position or options.context
     per_seq = bytemodel.kv_bytes_per_token(shape, max_len, kv_bytes) + bytemodel.state_bytes_per_token(shape)
     memory = options.memory_gib or gpu.memory_gib

@@ -27,7 +27,7 @@ from sparkdoctor.audit import bytemodel
 from sparkdoctor.audit.checkpoint import Checkpoint, load_checkpoint
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.fromrecipe import recipe_settings, vllm_int
-from sparkdoctor.audit.modelconfig import SERVED_BYTES, ModelShape, read_shape
+from sparkdoctor.audit.modelconfig import ModelShape, read_shape, served_bytes
 from sparkdoctor.audit.roofline import vllm_default_max_num_seqs
 from sparkdoctor.audit.served_model import model_facts
 from sparkdoctor.recipes.model import Recipe, flag_value, vllm_spelling
@@ -184,7 +184,7 @@ def launch_need(recipe: Recipe, model_folder: str | Path, total_bytes: int, gpu_
         dtype = "bfloat16"
         settings["dtype"] = Setting("auto", "vLLM default: the float32 checkpoint is cast to bfloat16 (_resolve_auto_dtype)")
     spec = _speculative(recipe, argv)
-    act_bytes = SERVED_BYTES.get(dtype, shape.dtype_bytes)
+    act_bytes = served_bytes(dtype) or shape.dtype_bytes  # the audit's one --dtype rule: auto is the checkpoint's width
     kv_bytes = _kv_dtype_bytes(str(settings["kv_cache_dtype"].value), act_bytes, shape)
     per_position = (shape.kv_latent or 2 * shape.kv_heads * shape.head_dim) * kv_bytes
     full, sliding = shape.count("attention"), shape.count("sliding")
@@ -290,7 +290,7 @@ def _kv_dtype_bytes(name: str, act_bytes: int, shape: ModelShape) -> float:
 def _weights(checkpoint: Checkpoint, shape: ModelShape, dtype: str, with_mtp: bool) -> Part:
     """The headers' bytes of every tensor loaded; floating-point tensors at --dtype's width when it casts them."""
     modules = bytemodel.modules_of(checkpoint, shape, 4)
-    width = SERVED_BYTES.get(dtype)
+    width = served_bytes(dtype)
     total = 0
     for module in modules:
         if module.group == "mtp" and not with_mtp:

@@ -27,6 +27,29 @@ def _params(n: int) -> str:
     return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M"
 
 
+def _names(formats: dict[str, int]) -> str:
+    return " + ".join(f for f, _ in sorted(formats.items(), key=lambda kv: -kv[1]))
+
+
+def _table(audit: Audit) -> Table:
+    """The byte table: `stored` is what the files hold; where vLLM casts a group (--dtype, or a float32 checkpoint under
+    auto) a `served` column gives what it holds, and the format reads `BF16 as F32`."""
+    served = any(g.cast for g in audit.groups)
+    table = Table(show_edge=False, pad_edge=False)
+    columns = [("group", "left"), ("format", "left"), ("params", "right"), ("stored", "right")]
+    columns += [("served", "right")] if served else []
+    for column, justify in (*columns, ("read/token", "right"), ("", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for g in audit.groups:
+        formats = _names(g.formats) or "-"
+        if g.cast and _names(g.formats_served) != formats:
+            formats += f" as {_names(g.formats_served)}"
+        cells = [e(g.label), e(formats), _params(g.params) if g.params else "", _gb(g.bytes_stored) if g.bytes_stored else ""]
+        cells += [_gb(g.bytes_served) if g.bytes_served else ""] if served else []
+        table.add_row(*cells, _gb(g.bytes_read), e(g.note))
+    return table
+
+
 def render_console(audit: Audit, console: Console) -> None:
     o, s = audit.options, audit.shape
     kinds = ", ".join(f"{s.count(k)} {k}" for k in sorted(set(s.layer_kinds)))
@@ -34,14 +57,7 @@ def render_console(audit: Audit, console: Console) -> None:
     console.print(f"[bold]{e(str(audit.folder))}[/bold]  {e(s.model_type)}: {s.layers} layers ({e(kinds)}){moe}")
     for q in audit.quant:
         console.print(e(f"quantization: {q.scheme} [{q.method}, {q.source}]"))
-    table = Table(show_edge=False, pad_edge=False)
-    for column, justify in (("group", "left"), ("format", "left"), ("params", "right"), ("stored", "right"), ("read/token", "right"), ("", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    for g in audit.groups:
-        formats = " + ".join(f for f, _ in sorted(g.formats.items(), key=lambda kv: -kv[1])) or "-"
-        table.add_row(e(g.label), e(formats), _params(g.params) if g.params else "", _gb(g.bytes_stored) if g.bytes_stored else "",
-                      _gb(g.bytes_read), e(g.note))
-    console.print(table)
+    console.print(_table(audit))
     console.print(f"per token: weights {_gb(audit.weights_per_token)} + KV cache {_gb(audit.kv_per_token)} "
                   f"({o.context} tokens of context, {e(audit.kv_dtype)})"
                   + (f" + recurrent state {_gb(audit.state_per_token)}" if audit.state_per_token else "")

@@ -10,7 +10,9 @@ import pytest
 
 from sparkdoctor import recipes
 from sparkdoctor.audit import AuditError, AuditOptions, run_audit
+from sparkdoctor.audit.checkpoint import load_checkpoint
 from sparkdoctor.audit.fromrecipe import recipe_settings
+from sparkdoctor.audit.modelconfig import read_shape
 from sparkdoctor.memory.need import launch_need
 from tests.audit.test_checkpoint import tiny
 
@@ -35,8 +37,8 @@ def test_a_kv_cache_dtype_vllm_refuses_is_refused(tmp_path, name):
 
 
 def test_a_kv_cache_dtype_vllm_takes_but_the_audit_cannot_size_says_so(tmp_path):
-    with pytest.raises(AuditError, match="--kv-cache-dtype nvfp4: vLLM takes it; the audit does not size its layout"):
-        run_audit(AuditOptions(str(tiny(tmp_path / "m")), gpu="gb10", kv_cache_dtype="nvfp4"))
+    with pytest.raises(AuditError, match="--kv-cache-dtype int4_per_token_head: vLLM takes it; the audit does not size it"):
+        run_audit(AuditOptions(str(tiny(tmp_path / "m")), gpu="gb10", kv_cache_dtype="int4_per_token_head"))
 
 
 def test_the_kv_cache_dtypes_vllm_takes_are_sized(tmp_path):
@@ -81,7 +83,24 @@ def test_the_bench_roofline_sizes_at_the_recipes_dtype(tmp_path):
 @pytest.mark.parametrize("dtype,label", [("auto", "BF16"), ("float32", "F32"), ("float", "F32"), ("half", "F16"),
                                          ("bfloat16", "BF16")])
 def test_a_cast_tensor_is_labelled_as_it_is_served(tmp_path, dtype, label):
-    """The byte table labelled a bf16 checkpoint served at --dtype float32 BF16 beside float32's bytes."""
+    """The byte table labelled a bf16 checkpoint served at --dtype float32 BF16 beside float32's bytes. The served label
+    is `formats_served` (and `read_by_format`); `formats` stays the file's (docs/evidence/auditkv-2026-12-02.md)."""
     audit = run_audit(AuditOptions(str(tiny(tmp_path / "m")), gpu="gb10", dtype=dtype))
-    assert {name for row in audit.groups for name in row.formats} == {label}
+    assert {name for row in audit.groups for name in row.formats_served} == {label}
+    assert {name for row in audit.groups for name in row.formats} == {"BF16"}
     assert set(audit.read_by_format) == {label}
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "FLOAT32", "int8"])
+def test_a_dtype_vllm_refuses_is_refused_by_every_reader(tmp_path, dtype):
+    """The audit's own entry (run_audit, ceiling_for) sized an unknown --dtype at the checkpoint's width; the recipe
+    reader refused it. One rule (modelconfig.served_bytes) for all (docs/evidence/auditkv-2026-12-02.md)."""
+    folder = tiny(tmp_path / "m")
+    with pytest.raises(AuditError, match=f"--dtype '{dtype}' is not a dtype vLLM takes"):
+        run_audit(AuditOptions(str(folder), gpu="gb10", dtype=dtype))
+    with pytest.raises(AuditError, match=f"--dtype '{dtype}' is not a dtype vLLM takes"):
+        read_shape(load_checkpoint(folder).config, folder / "config.json", served=True, serve_dtype=dtype)
+    path = tmp_path / "r.yaml"
+    path.write_text(EUGR.format(model=folder, flags=f"--max-model-len 1024 --dtype {dtype}"))
+    with pytest.raises(AuditError, match=f"--dtype '{dtype}' is not a dtype vLLM takes"):
+        launch_need(recipes.load(path), folder, 128 * 2**30)
