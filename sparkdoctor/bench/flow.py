@@ -318,8 +318,8 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
     if labels["A"] == labels["B"] and path_a != path_b:
         labels = {"A": f"{labels['A']} ({path_a})", "B": f"{labels['B']} ({path_b})"}
     workload = _recipe_workload(recipes["A"], opts)  # one workload for both arms: like for like
-    ledger = storing.open_ledger(opts.ledger, opts.store)
-    comparison_id = storing.ledger_call(ledger.begin_comparison, labels["A"], labels["B"]) if ledger is not None else None
+    ledger = storing.open_ledger(opts.ledger, opts.store, create=False)  # made, with the comparison, by a first run
+    comparison_id: int | None = None
     stored: list[int] = []
     judged: dict[tuple[str, object], dict[str, object]] = {}  # (arm, finding id) -> the finding, once per arm
     status = "interrupted"
@@ -332,6 +332,8 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
                 progress(f"arm {index + 1}/{2 * opts.pairs}: {arm} ({labels[arm]})")
                 arm_opts = replace(opts, correctness=ab.against_a(opts.correctness, arm, got["A"]))  # B vs A's answers
                 result = _launch_and_measure(recipes[arm], workload, toolchains[arm], arm_opts, progress, arm)
+                if opts.store and comparison_id is None:
+                    ledger, comparison_id = storing.begin_comparison(ledger, opts.ledger, result, labels["A"], labels["B"])
                 storing.store(ledger, result, comparison_id)
                 for f in run.finding_records(result):
                     judged.setdefault((arm, f["id"]), {"arm": arm, **f})
