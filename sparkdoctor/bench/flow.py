@@ -156,9 +156,8 @@ def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
         config = served.read(url, m.model, info.version, info.is_vllm)  # its flags are no recipe's: asked of it
     result = run.RunResult({"name": None, "url": url, "model": m.model, "served": config}, info, m, toolchain,
                            load=load_record(before, after), correctness=checked)
-    if opts.model_dir is not None:  # the KV cache dtype the server says (/metrics), else vLLM's default
-        dtype = (config["cache_config"] or {}).get("cache_dtype")
-        _roofline(result, str(opts.model_dir), None, ["--kv-cache-dtype", dtype] if dtype else None)
+    if opts.model_dir is not None:  # the dtypes the server says (/metrics, /server_info), else vLLM's defaults
+        _roofline(result, str(opts.model_dir), None, *served.roofline_flags(config))
     return storing.document(ledger, result, opts.ledger, opts.store)
 
 
@@ -304,12 +303,14 @@ def bench_recipe(path: Path | Recipe, opts: Options) -> RunDocument:
     return storing.document(ledger, result, opts.ledger, opts.store)
 
 
-def _roofline(result: run.RunResult, model_dir: str | None, why: str | None, argv: list[str] | None = None) -> None:
-    """The achieved share of the audit's ceiling; never fails the run (the block says why it is missing)."""
+def _roofline(result: run.RunResult, model_dir: str | None, why: str | None, argv: list[str],
+              dtype_assumed: str | None = None) -> None:
+    """The achieved share of the audit's ceiling, sized at `argv`'s dtypes; never fails the run (the block says why it
+    is missing)."""
     from sparkdoctor.bench import roofline
 
-    result.roofline = roofline.achieved(model_dir, why, result.measurement, result.summary()["headline"],
-                                        argv if argv is not None else result.recipe.get("argv"))
+    result.roofline = roofline.achieved(model_dir, why, result.measurement, result.summary()["headline"], argv,
+                                        dtype_assumed)
 
 
 def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> ComparisonDocument:
