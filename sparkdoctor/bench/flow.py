@@ -156,9 +156,8 @@ def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
         config = served.read(url, m.model, info.version, info.is_vllm)  # its flags are no recipe's: asked of it
     result = run.RunResult({"name": None, "url": url, "model": m.model, "served": config}, info, m, toolchain,
                            load=load_record(before, after), correctness=checked)
-    if opts.model_dir is not None:  # the KV cache dtype the server says (/metrics), else vLLM's default
-        dtype = (config["cache_config"] or {}).get("cache_dtype")
-        _roofline(result, str(opts.model_dir), None, ["--kv-cache-dtype", dtype] if dtype else None)
+    if opts.model_dir is not None:  # the dtypes the server says (/metrics, /server_info), else vLLM's defaults
+        _roofline(result, str(opts.model_dir), None, *served.roofline_flags(config))
     return storing.document(ledger, result, opts.ledger, opts.store)
 
 
@@ -304,12 +303,14 @@ def bench_recipe(path: Path | Recipe, opts: Options) -> RunDocument:
     return storing.document(ledger, result, opts.ledger, opts.store)
 
 
-def _roofline(result: run.RunResult, model_dir: str | None, why: str | None, argv: list[str] | None = None) -> None:
-    """The achieved share of the audit's ceiling; never fails the run (the block says why it is missing)."""
+def _roofline(result: run.RunResult, model_dir: str | None, why: str | None, argv: list[str],
+              dtype_assumed: str | None = None) -> None:
+    """The achieved share of the audit's ceiling, sized at `argv`'s dtypes; never fails the run (the block says why it
+    is missing)."""
     from sparkdoctor.bench import roofline
 
-    result.roofline = roofline.achieved(model_dir, why, result.measurement, result.summary()["headline"],
-                                        argv if argv is not None else result.recipe.get("argv"))
+    result.roofline = roofline.achieved(model_dir, why, result.measurement, result.summary()["headline"], argv,
+                                        dtype_assumed)
 
 
 def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> ComparisonDocument:
@@ -318,8 +319,8 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
     if labels["A"] == labels["B"] and path_a != path_b:
         labels = {"A": f"{labels['A']} ({path_a})", "B": f"{labels['B']} ({path_b})"}
     workload = _recipe_workload(recipes["A"], opts)  # one workload for both arms: like for like
-    ledger = storing.open_ledger(opts.ledger, opts.store)
-    comparison_id = storing.ledger_call(ledger.begin_comparison, labels["A"], labels["B"]) if ledger is not None else None
+    ledger = storing.open_ledger(opts.ledger, opts.store, create=False)  # made, with the comparison, by a first run
+    comparison_id: int | None = None
     stored: list[int] = []
     judged: dict[tuple[str, object], dict[str, object]] = {}  # (arm, finding id) -> the finding, once per arm
     status = "interrupted"
@@ -332,6 +333,8 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
                 progress(f"arm {index + 1}/{2 * opts.pairs}: {arm} ({labels[arm]})")
                 arm_opts = replace(opts, correctness=ab.against_a(opts.correctness, arm, got["A"]))  # B vs A's answers
                 result = _launch_and_measure(recipes[arm], workload, toolchains[arm], arm_opts, progress, arm)
+                if opts.store and comparison_id is None:
+                    ledger, comparison_id = storing.begin_comparison(ledger, opts.ledger, result, labels["A"], labels["B"])
                 storing.store(ledger, result, comparison_id)
                 for f in run.finding_records(result):
                     judged.setdefault((arm, f["id"]), {"arm": arm, **f})

@@ -47,16 +47,18 @@ def recipe_model_dir(recipe: Recipe) -> tuple[str | None, str | None]:
 
 
 def achieved(model_dir: str | None, why_none: str | None, m: Measurement, headline: dict[str, Any] | None,
-             argv: object) -> dict[str, object]:
+             argv: list[str], dtype_assumed: str | None = None) -> dict[str, object]:
     """The roofline block of a run: ceiling, achieved share and the assumptions, or why it is missing. `argv`: the
-    recipe's as stored (its --kv-cache-dtype sizes the KV cache, its --dtype the unquantized weights and an auto cache)."""
+    server's flags (a recipe's, or what a --url server says): its --kv-cache-dtype sizes the KV cache, its --dtype the
+    unquantized weights and an auto cache, as the audit reads them; `dtype_assumed`: why --dtype is not known (a --url
+    server that does not say it), None when it is (a recipe without one serves at vLLM's default)."""
     if model_dir is None:
         return _missing(None, why_none or "no model folder known")
     if not headline or headline.get("concurrency") != 1 or not headline.get("decode_tps_per_stream"):
         return _missing(model_dir, "no decode speed measured at concurrency 1 (add 1 to --concurrency)")
 
     context, context_note = _context(m)
-    flags = flag_values([str(a) for a in argv] if isinstance(argv, list) else [])
+    flags = flag_values(argv)
     kv_cache_dtype, dtype = flags.get("kv_cache_dtype", "auto"), flags.get("dtype", "auto")
     try:
         vllm_dtype(dtype)
@@ -73,5 +75,6 @@ def achieved(model_dir: str | None, why_none: str | None, m: Measurement, headli
             "share": round(tps / ceiling["ceiling_tok_s"], 4) if ceiling["ceiling_tok_s"] else None,
             "bytes_per_token": round(ceiling["bytes_per_token"]), "bandwidth_gbs": ceiling["bandwidth_gbs"],
             "bandwidth_source": ceiling["bandwidth_source"], "context": context, "context_note": context_note,
-            "kv_cache_dtype": kv_cache_dtype, "dtype": dtype, "headline_source": headline.get("source"),
+            "kv_cache_dtype": kv_cache_dtype, "dtype": dtype, "dtype_assumed": dtype_assumed,
+            "headline_source": headline.get("source"),
             "line": roofline_line(ceiling, tps) + f"; bandwidth: {ceiling['bandwidth_source']}", "warning": above, "missing": None}

@@ -37,6 +37,8 @@ MEASURED_AT_START = frozenset({"engine", "num_gpu_blocks", "num_cpu_blocks", "kv
                                "kv_cache_max_concurrency"})  # follow the memory free at start, not a flag
 _REVISION = re.compile(r"(?:^|, )revision=([^,]*),")
 _SNAPSHOT = re.compile(r"/models--[^/]+/snapshots/([0-9a-f]{40})(?:/|$)")
+_DTYPE = re.compile(r"(?:^|, )dtype=torch\.(\w+)(?:,|$)")  # the model's, as VllmConfig prints it (not kv_cache_dtype=)
+AUTO = "sized at vLLM's default, auto: the checkpoint's own dtype (a float32 one in bfloat16)"
 
 
 class Revision(TypedDict):
@@ -120,6 +122,21 @@ def _revision(engine_config: str | None, root: str | None) -> Revision:
         return {"commit": folder.name, "source": f"the local Hugging Face cache's refs/main ({hub_cache()}): what an "
                                                  "offline server loads; one started with --revision may serve another"}
     return {"commit": None, "source": None}
+
+
+def roofline_flags(served: Served) -> tuple[list[str], str | None]:
+    """The flags a --url run's roofline is sized at, as the server says them (the KV cache dtype of /metrics, the
+    model's dtype of /server_info, read by the audit's --dtype reader), and why its --dtype is assumed (None: said)."""
+    from sparkdoctor.audit.fromrecipe import vllm_dtype
+
+    flags = [] if not (cache := (served["cache_config"] or {}).get("cache_dtype")) else ["--kv-cache-dtype", cache]
+    said = _DTYPE.search(served["engine_config"] or "")
+    if said is None:
+        return flags, f"the server does not say it (vLLM does at /server_info when started with VLLM_SERVER_DEV_MODE=1): {AUTO}"
+    try:
+        return [*flags, "--dtype", vllm_dtype(said.group(1))], None
+    except ValueError:  # a torch dtype that no --dtype names
+        return flags, f"the server's /server_info says dtype=torch.{said.group(1)}, which no --dtype names: {AUTO}"
 
 
 def fingerprint(served: Served) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, NoReturn, ParamSpec, TypeVar
 
 from sparkdoctor.bench import run
 from sparkdoctor.bench.document import RunDocument
@@ -20,10 +20,17 @@ T = TypeVar("T")
 
 def open_ledger(path: Path | None, store: bool, create: bool = True) -> Ledger | None:
     """The ledger to store in. Without `create` (before measuring) only one that exists is opened, so a damaged
-    file refuses the run first and a run that fails creates no ledger (`history` then says there is none)."""
-    from sparkdoctor.ledger import Ledger, default_path
+    file refuses the run first and a run that fails creates no ledger (`history` then says there is none); and one
+    that could not be written (made, or stored in) refuses the run too, before anything is launched or measured."""
+    from sparkdoctor.ledger import Ledger, default_path, unwritable
 
-    if not store or not (create or Path(path or default_path()).exists()):
+    if not store:
+        return None
+    where = Path(path or default_path())
+    if not create and (why := unwritable(where)):
+        raise StoreFailed(f"ledger {where}: {why}; nothing was launched or measured: pass another --ledger, or "
+                          "--no-store")
+    if not (create or where.exists()):
         return None
     return ledger_call(Ledger, path)
 
@@ -49,7 +56,20 @@ def store(ledger: Ledger | None, result: run.RunResult, comparison_id: int | Non
         keep(record, exc)
 
 
-def keep(record: RunRecord, exc: StoreFailed) -> None:
+def begin_comparison(ledger: Ledger | None, path: Path | None, first: run.RunResult, a_label: str,
+                     b_label: str) -> tuple[Ledger, int]:
+    """The ledger (made now when it was not there) and an A/B's comparison in it, begun once its first run was
+    measured: a comparison whose first arm failed leaves nothing behind. One the ledger cannot take keeps that run in
+    a file (always raises then)."""
+    try:
+        ledger = ledger if ledger is not None else open_ledger(path, True)
+        assert ledger is not None  # store is on
+        return ledger, ledger_call(ledger.begin_comparison, a_label, b_label)
+    except StoreFailed as exc:
+        keep(run.record(first), exc)
+
+
+def keep(record: RunRecord, exc: StoreFailed) -> NoReturn:
     """A measured run the ledger could not take, kept in a file `history --import` stores; always raises."""
     from sparkdoctor.ledger import unstored
 

@@ -5,7 +5,12 @@ store.py reads and writes runs and comparisons, one transaction per run, so a ru
 half-way (Ctrl-C, SIGKILL, a full disk) leaves no half-written row.
 """
 
-from sparkdoctor.ledger.schema import SCHEMA_VERSION, LedgerError, default_path
+from sparkdoctor.ledger.schema import (
+    SCHEMA_VERSION,
+    LedgerError,
+    default_path,
+    unwritable,
+)
 from sparkdoctor.ledger.store import Ledger, RunRecord
 
-__all__ = ["SCHEMA_VERSION", "Ledger", "LedgerError", "RunRecord", "default_path"]
+__all__ = ["SCHEMA_VERSION", "Ledger", "LedgerError", "RunRecord", "default_path", "unwritable"]

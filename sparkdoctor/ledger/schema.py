@@ -48,6 +48,30 @@ def hint(exc: sqlite3.Error) -> str:
     return ""
 
 
+def unwritable(path: Path) -> str | None:
+    """Why a writer could not store in the ledger at `path`, in words (None: it could, as far as the permissions
+    say): asked before a bench measures, so a run is never measured for a ledger that cannot take it. A file not
+    there yet is made in its folder (and any folders missing on the way); SQLite writes its -wal and -shm files
+    beside the file."""
+    path = Path(path)
+    if path.is_dir():
+        return "is a folder; give a file (--ledger PATH)"
+    if path.exists() and not path.is_file():
+        return "not a regular file (a device, a pipe or a socket); give a file (--ledger PATH)"
+    folder = path.parent
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is not a folder, so the ledger cannot be made there"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        where = f"its folder {folder}" if folder == path.parent else f"{folder}, where its folder {path.parent} is made,"
+        return (f"{where} cannot be written (a read-only folder or mount): SQLite makes the file and its -wal and -shm "
+                "files there")
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        return "the file cannot be written (a read-only file)"
+    return None
+
+
 def default_path() -> Path:
     return state_dir() / "ledger.sqlite"
 

@@ -103,6 +103,8 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
             console.print(f"  context assumed: {escape(roof['context_note'])}; KV cache {escape(roof['kv_cache_dtype'])}; "
                           f"--dtype {escape(str(roof.get('dtype') or 'auto'))}; "
                           f"model {escape(roof['model_dir'])}")
+            if roof.get("dtype_assumed"):
+                console.print(f"  [yellow]--dtype assumed[/yellow]: {escape(str(roof['dtype_assumed']))}")
             if roof.get("warning"):
                 console.print(f"  [yellow]{escape(roof['warning'])}[/yellow]")
     _answers_line(console, run.get("correctness"))

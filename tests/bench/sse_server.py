@@ -219,6 +219,17 @@ def serve(style: Style | None = None) -> Iterator[tuple[str, Style]]:
         loop.close()
 
 
+TORCH_DTYPES = {"auto": "bfloat16", "bfloat16": "bfloat16", "float": "float32", "float16": "float16", "float32": "float32",
+                "half": "float16"}  # vLLM's --dtype names -> the torch dtype it serves (auto: as for a bf16 checkpoint)
+
+
+def engine_config(model: str, dtype: str, kv_cache_dtype: str) -> str:
+    """The start of vLLM's engine configuration line (VllmConfig.__str__), as /server_info's vllm_config says it."""
+    return (f"model={model!r}, speculative_config=None, tokenizer={model!r}, skip_tokenizer_init=False, revision=None, "
+            f"trust_remote_code=False, dtype=torch.{TORCH_DTYPES[dtype]}, max_seq_len=4096, tensor_parallel_size=1, "
+            f"quantization=None, enforce_eager=False, kv_cache_dtype={kv_cache_dtype}, device_config=cpu")
+
+
 def main(argv: list[str]) -> None:
     """Run as a server process (what a test recipe's command starts):
     sse_server.py [--host H] [--port P] [--delay S] [--generic] [--model NAME] [--exit-after N] [--completion FILE]
@@ -241,12 +252,15 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--completion", default=None)  # a JSON file: the answer to every non-streamed completion (Style.completion)
     ap.add_argument("--kv-cache-dtype", default="auto")  # accepted and ignored, as recipes for vLLM pass it (bench roofline tests)
     ap.add_argument("--config", default=None)  # a file that must exist, opened from the working folder as vLLM does
+    ap.add_argument("--dtype", default="auto", choices=sorted(TORCH_DTYPES))  # vLLM's names; said at /server_info as it does
     args = ap.parse_args(argv)
     if args.config is not None and not os.path.isfile(args.config):
         sys.exit(f"sse_server: --config {args.config}: no such file in {os.getcwd()}")
     style = Style(vllm=not args.generic, usage="last" if args.generic else "separate", done=not args.generic,
                   delay=args.delay, model=args.model, stamp=args.stamp,
                   cache_config={"cache_dtype": args.kv_cache_dtype} if args.kv_cache_dtype != "auto" else None,
+                  server_info=engine_config(args.model, args.dtype, args.kv_cache_dtype)
+                  if os.environ.get("VLLM_SERVER_DEV_MODE") == "1" else None,
                   completion=json.loads(open(args.completion).read()) if args.completion else None)
     handler = _Handler(style)
     if args.exit_after is not None:

@@ -145,3 +145,72 @@ def test_an_unreadable_folder_never_fails_the_bench(run, tmp_path, checkpoint):
     hub = run(recipe(tmp_path, "org/not-a-folder", *SLOW), "--format", "json")
     assert json.loads(hub.stdout)["roofline"]["missing"] == ("the recipe's model org/not-a-folder is not a local folder "
                                                              "(bench --model-dir DIR names one)")
+
+
+# ---- the dtype the weights are served at (docs/evidence/benchdt-2026-12-02.md) ----------------------------------
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """Qwen3-8B unquantized twice: as published (bfloat16) and as a float32 export of the same weights."""
+    root = tmp_path_factory.mktemp("dtype-models")
+    cfg = builders.load_config("qwen3-8b")
+    cfg["torch_dtype"] = "float32"
+    wide = [(name, "F32" if dtype == "BF16" else dtype, shape) for name, dtype, shape in builders.qwen3_dense(cfg, "bf16")]
+    return {"bfloat16": builders.qwen3_8b(root / "bf16", None), "float32": builders.write_checkpoint(root / "f32", cfg, wide)}
+
+
+def _roof(out: subprocess.CompletedProcess) -> dict:
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["roofline"]
+
+
+def test_a_recipe_is_sized_at_the_dtype_it_serves(run, tmp_path, checkpoints):
+    """The ceiling of a launch with --dtype float32 was that of a 16-bit one: the weights are read at the dtype the
+    server casts them to (the audit's rule: auto serves a float32 checkpoint in bfloat16)."""
+    def bench(folder: str, dtype: str | None) -> dict:
+        flags = ("--dtype", dtype) if dtype else ()
+        roof = _roof(run(recipe(tmp_path, checkpoints[folder], *SLOW, flags=flags), "--format", "json"))
+        assert roof["missing"] is None and roof["dtype"] == (dtype or "auto") and roof["dtype_assumed"] is None, roof
+        return roof
+
+    narrow = bench("bfloat16", None)["bytes_per_token"]
+    assert bench("bfloat16", "float32")["bytes_per_token"] == pytest.approx(2 * narrow, rel=1e-3)
+    assert bench("float32", None)["bytes_per_token"] == pytest.approx(narrow, rel=1e-3)  # auto: bfloat16
+    assert bench("float32", "half")["bytes_per_token"] == pytest.approx(narrow, rel=1e-3)
+    assert bench("float32", "float32")["bytes_per_token"] == pytest.approx(2 * narrow, rel=1e-3)
+
+
+def test_url_sizes_at_the_dtype_the_server_says_and_says_when_it_assumed_one(run, checkpoints):
+    """`bench --url` sized every server at --dtype auto. A vLLM server says its dtype at /server_info (with
+    VLLM_SERVER_DEV_MODE=1, `dtype=torch.float32` in its engine configuration); one that does not say it is sized at
+    auto, and the report says the dtype was assumed, in JSON and on the console."""
+    from tests.ports import start_on_a_free_port
+
+    def serve(dev_mode: bool):
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env.pop("VLLM_SERVER_DEV_MODE", None)
+        if dev_mode:
+            env["VLLM_SERVER_DEV_MODE"] = "1"
+        return start_on_a_free_port(lambda port: subprocess.Popen(
+            [sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", str(port), *SLOW, "--dtype", "float32"],
+            env=env, start_new_session=True))
+
+    folder = checkpoints["bfloat16"]
+    said, said_port = serve(True)
+    quiet, quiet_port = serve(False)
+    try:
+        wide = _roof(run("--url", f"http://127.0.0.1:{said_port}", "--model-dir", folder, "--format", "json"))
+        assert wide["dtype"] == "float32" and wide["dtype_assumed"] is None, wide
+        assumed = _roof(run("--url", f"http://127.0.0.1:{quiet_port}", "--model-dir", folder, "--format", "json"))
+        assert assumed["dtype"] == "auto" and assumed["dtype_assumed"].startswith("the server does not say it"), assumed
+        assert wide["bytes_per_token"] == pytest.approx(2 * assumed["bytes_per_token"], rel=1e-3)
+        text = run("--url", f"http://127.0.0.1:{quiet_port}", "--model-dir", folder)
+        assert text.returncode == 0, text.stderr
+        said_text = " ".join(text.stdout.split())
+        assert "--dtype assumed: the server does not say it (vLLM does at /server_info when started with " \
+               "VLLM_SERVER_DEV_MODE=1)" in said_text, text.stdout
+        told = run("--url", f"http://127.0.0.1:{said_port}", "--model-dir", folder)
+        assert told.returncode == 0 and "--dtype float32;" in told.stdout and "--dtype assumed" not in told.stdout, told.stdout
+    finally:
+        for server in (said, quiet):
+            server.kill()
+            server.wait(timeout=10)
