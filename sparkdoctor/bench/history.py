@@ -25,8 +25,12 @@ class HistoryList(HistoryDocument):
 
     ledger: str
     runs: list[dict[str, object]] = field(default_factory=list)
+    recipe: str | None = None  # the --recipe filter, for the console's empty answer; not in the JSON document
 
     kind = "history"
+
+    def to_json(self) -> dict[str, object]:
+        return envelope(self.kind, {"ledger": self.ledger, "runs": self.runs})
 
 
 @dataclass

@@ -139,7 +139,7 @@ def _read(led: LedgerStore, options: HistoryCommand) -> HistoryDocument:
             raise UsageError(f"ledger {path}: no run {options.run_id} (see `sparkdoctor history`)")
         _refuse_damaged(path, options.run_id, found)
         return HistoryRun(found)
-    return HistoryList(str(path), led.runs(options.recipe, options.limit))
+    return HistoryList(str(path), led.runs(options.recipe, options.limit), options.recipe)
 
 
 def _refuse_damaged(path: Path, run_id: int, found: dict[str, Any]) -> None:

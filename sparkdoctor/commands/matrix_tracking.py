@@ -20,6 +20,7 @@ from sparkdoctor.commands.options import (
     command,
     format_option,
     output_option,
+    refuse_writing_over_what_it_reads,
     verb,
 )
 from sparkdoctor.errors import UsageError
@@ -153,6 +154,7 @@ def matrix_track(options: TrackCommand) -> None:
     Exit 0: nothing to change; 1: an entry needs an edit or its check is broken (or --probe proposes one); 2: a registry read failed."""
     from sparkdoctor.emit import emit
 
+    refuse_writing_over_what_it_reads(options)  # -o M with --matrix M: the document would replace the matrix
     result = run_track(options)
     if options.output is not None:
         emit(Result(result.command, result.kind, result.data, result.exit_code, result.errors), Format.json, options.output)

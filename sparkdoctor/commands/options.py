@@ -178,6 +178,7 @@ def verb(options: type[E], run: Callable[[E], Result[object]], help: str, say_er
         if hasattr(parsed, "ledger"):  # a verb that reads or writes the ledger (--ledger PATH or None) never writes over it
             ledger = parsed.ledger
             refuse_writing_over_the_ledger(parsed.output, ledger if isinstance(ledger, Path) else None)
+        refuse_writing_over_what_it_reads(parsed)
         result = run(parsed)
         code = emit(result, parsed.fmt, parsed.output)
         for error in result.errors if say_errors else []:
@@ -261,6 +262,46 @@ def refuse_writing_over_an_input(output: Path | None, inputs: dict[str, Path | N
             same = False
         if same:
             raise UsageError(f"--output {output}: is {option} {name}; the document would replace it: write it elsewhere")
+
+
+# Fields that name files a verb writes (beside --output), never reads.
+WRITTEN = frozenset({"output", "save_facts", "html", "export"})
+
+
+def refuse_writing_over_what_it_reads(parsed: object) -> None:
+    """`-o FILE` that is a file any option or argument names (explain's log, a --facts snapshot, a --matrix file, a
+    recipe, a mod, a link to one of them): the document would replace what the command reads. Only an existing file
+    can be lost, so only one counts. One line, exit 2, before anything is read."""
+    import os
+
+    from sparkdoctor.errors import UsageError
+
+    output = getattr(parsed, "output", None)
+    if output is None or not dataclasses.is_dataclass(parsed) or not os.path.isfile(output):
+        return
+    hints = typing.get_type_hints(type(parsed), include_extras=True)
+    for f in dataclasses.fields(parsed):
+        if f.name in WRITTEN:
+            continue
+        value = getattr(parsed, f.name)
+        for name in value if isinstance(value, list) else [value]:
+            if not (type(name) is str or isinstance(name, Path)) or not str(name):  # a str enum (--format) names no file
+                continue
+            try:
+                same = os.path.samefile(output, name)
+            except (OSError, ValueError):  # not there, or no path at all
+                continue
+            if same:
+                raise UsageError(f"--output {output}: is {_label(f.name, hints[f.name])} {name}; the document would "
+                                 "replace it: write it elsewhere")
+
+
+def _label(field_name: str, hint: object) -> str:
+    """How the command line names a field: its option (`--facts`) or its argument's metavar."""
+    info = next((m for m in getattr(hint, "__metadata__", ()) if isinstance(m, ParameterInfo)), None)
+    decls = [d for d in (getattr(info, "default", None), *(getattr(info, "param_decls", None) or ())) if isinstance(d, str)]
+    flag = next((d for d in decls if d.startswith("--")), None)
+    return flag or getattr(info, "metavar", None) or field_name.upper()
 
 
 def refuse_bad_seconds(option: str, seconds: float) -> None:

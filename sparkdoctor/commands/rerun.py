@@ -56,6 +56,9 @@ class RerunCommand:
         """The --fail-on words (repeatable, or comma separated); UsageError for any other word."""
         from sparkdoctor.conclusions.documents import FAIL_ON
 
+        empty = next((item for item in self.fail_on if not item.replace(",", "").strip()), None)
+        if empty is not None:  # `--fail-on "$UNSET"` is no gate at all: refused, as check's --fail-on '' is
+            raise UsageError(f"--fail-on {empty!r}: choose flipped or regression (or both: --fail-on flipped,regression)")
         wanted = {v.strip() for item in self.fail_on for v in item.split(",") if v.strip()}
         bad = sorted(wanted - set(FAIL_ON))
         if bad:

@@ -124,6 +124,8 @@ def fix_ids(folder: Path | None) -> set[str]:
     """The fix ids an entry may name: the stems of fixes/*.toml (sparkdoctor.fix.definitions checks
     that each file's id is its stem, and everything else in it). Only names, so matrix never imports fix."""
     root = folder or locations.data_dir("fixes")
+    if folder is not None and not root.is_dir():  # a mistyped --fixes: the folder is wrong, not the first entry naming a fix
+        raise MatrixError(f"{root}: no such fixes folder")
     return {p.stem for p in root.glob("*.toml")} if root.is_dir() else set()
 
 

@@ -69,6 +69,12 @@ def resolve_tree(options: ModsOptions) -> Tree:
     if options.releases:
         return ReleaseTree([parse_release(spec) for spec in options.releases])
     if options.site:
+        missing = next((s for s in options.site if not s.is_dir()), None)
+        if missing is not None:  # judged against nothing, every mod "fails": bad input, not a verdict
+            from sparkdoctor.mods.model import ModError
+
+            why = "no such file or folder" if not missing.exists() else "a file, not a folder"
+            raise ModError(f"--site {missing}: not a folder ({why}); give the site-packages folder the mods edit")
         return SiteTree(list(options.site), " + ".join(str(s) for s in options.site), confined=True)
     from sparkdoctor.mods.trees import this_python
 

@@ -232,9 +232,10 @@ def _memory_line(console: Console, memory: dict[str, Any] | None) -> None:
                   markup=False, highlight=False)
 
 
-def render_history(console: Console, runs: list[dict[str, Any]], ledger: str) -> None:
+def render_history(console: Console, runs: list[dict[str, Any]], ledger: str, recipe: str | None = None) -> None:
     if not runs:
-        console.print(f"no runs recorded in {ledger}", markup=False, highlight=False, soft_wrap=True)
+        said = f"no runs of recipe {recipe!r} in {ledger}" if recipe is not None else f"no runs recorded in {ledger}"
+        console.print(said, markup=False, highlight=False, soft_wrap=True)
         return
     t = _table("runs, newest first", ("run", "when (UTC)", "recipe", "model", "fingerprint", "decode tok/s/stream",
                                       "source", "peak memory", "A/B"))

@@ -26,7 +26,7 @@ def _console(result: Result[HistoryDocument], sink: Sink) -> str:
 
     def draw(console: Console) -> None:
         if isinstance(found, HistoryList):
-            render_history(console, found.runs, found.ledger)
+            render_history(console, found.runs, found.ledger, found.recipe)
         elif isinstance(found, HistoryRun):
             run = found.run
             console.print(f"run {run['id']} at {run['created_at']} (bench version {run['bench_version']}, "

@@ -8,6 +8,7 @@ from rich.text import Text
 from sparkdoctor.mods.model import Verdict
 from sparkdoctor.mods.report import ModsReport
 from sparkdoctor.result import Format
+from sparkdoctor.text import one_line
 from sparkdoctor.views import View, drawn
 
 _STYLE = {Verdict.APPLIES: "green", Verdict.ALREADY_APPLIED: "cyan", Verdict.NO_EFFECT: "cyan",
@@ -15,17 +16,18 @@ _STYLE = {Verdict.APPLIES: "green", Verdict.ALREADY_APPLIED: "cyan", Verdict.NO_
 
 
 def render_console(report: ModsReport, console: Console) -> None:
-    console.print(Text(f"mods judged against {report.target}"))
+    # names and paths come from the user's files: one line each (a line break in a mod's name printed a verdict line)
+    console.print(Text(f"mods judged against {one_line(report.target)}"))
     for mod in report.mods:
         line = Text("  ")
         line.append(f"{mod.verdict.value:<16}", style=_STYLE[mod.verdict])
-        line.append(f"{mod.name}  ")
+        line.append(f"{one_line(mod.name)}  ")
         line.append(mod.detail)
         console.print(line)
         for f in mod.files:
             sub = Text("      ")
             sub.append(f"{f.verdict.value:<16}", style=_STYLE[f.verdict])
-            sub.append(f"{f.path or '(the diff)'}  [{f.source}]  {f.detail}")
+            sub.append(f"{one_line(f.path or '(the diff)')}  [{one_line(f.source)}]  {f.detail}")
             console.print(sub)
     worst = "a mod fails: the launch would break" if report.exit_code else "no mod breaks the launch"
     console.print(Text(worst, style="red" if report.exit_code else "green"))

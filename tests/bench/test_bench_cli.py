@@ -146,6 +146,22 @@ def test_history_of_a_ledger_without_runs_says_nothing_was_recorded(run, tmp_pat
     assert out.returncode == 0 and out.stdout == f"no runs recorded in {ledger}\n", out.stdout
 
 
+def test_history_of_a_recipe_with_no_runs_does_not_say_the_ledger_is_empty(run, tmp_path):
+    """`history --recipe typo` on a ledger full of runs said "no runs recorded in LEDGER": the user looks for a lost or
+    wrong ledger. It names the recipe it filtered on; the JSON document is as it was."""
+    from sparkdoctor.ledger import Ledger
+    from tests.ledger.test_ledger import record
+
+    ledger = tmp_path / "l.sqlite"
+    with Ledger(ledger) as led:
+        led.add_run(record(name="qwen"))
+    out = run("history", "--ledger", ledger, "--recipe", "qwne")
+    assert out.returncode == 0 and out.stdout == f"no runs of recipe 'qwne' in {ledger}\n", out.stdout
+    doc = json.loads(run("history", "--ledger", ledger, "--recipe", "qwne", "-f", "json").stdout)
+    assert doc["runs"] == [] and "recipe" not in doc, doc
+    assert "qwen" in run("history", "--ledger", ledger, "--recipe", "qwen").stdout
+
+
 def test_a_corrupt_ledger_is_one_line(run, tmp_path):
     ledger = tmp_path / "bad.sqlite"
     ledger.write_bytes(b"garbage" * 500)

@@ -158,6 +158,25 @@ def test_fix_and_validate_still_refuse_a_fix_id_that_names_no_fix(tmp_path):
         run_validate(ValidateCommand(matrix=tmp_path), None, DATA / "fixes")
 
 
+@pytest.mark.parametrize("given", ["missing", "a-file"])
+def test_validate_names_a_fixes_folder_that_is_not_there_not_an_entry(tmp_path, given):
+    """`matrix validate --fixes TYPO` blamed the first entry with a fix ("matrix/cutlass-dsl.toml: entry ...: field 'fix'
+    names '...', which is no fix in fixes/ (TYPO; known: none)"), as if the bundled matrix were broken. The folder is
+    the problem, said as `fix --fixes TYPO` says it: one line, exit 2, JSON on stdout."""
+    import subprocess
+    import sys
+
+    where = tmp_path / given
+    if given == "a-file":
+        where.write_text("x\n")
+    for matrix in ([], [str(DATA / "matrix")]):
+        done = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "validate", *matrix, "--fixes", str(where),
+                               "-f", "json"], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (done.returncode, done.stderr)
+        assert f"{where}: no such fixes folder" in done.stderr and "entry" not in done.stderr, done.stderr
+        assert json.loads(done.stdout)["errors"][0]["exit_code"] == 2
+
+
 def test_an_installed_matrix_read_by_check_first_is_still_refused_by_validate(tmp_path, monkeypatch):
     """The installed matrix is cached between runs: the cache keeps what check read apart from what validate
     must refuse."""

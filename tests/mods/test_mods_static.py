@@ -154,6 +154,38 @@ def test_cli_exit_codes_and_json(tmp_path):
     assert "a mod fails" in failed.stdout
 
 
+@pytest.mark.parametrize("given", ["missing", "a-file", "dangling-link"])
+def test_a_site_that_is_no_folder_is_bad_input_never_a_failing_mod(tmp_path, given):
+    """`--site ./unpacked/site-packages` mistyped (or naming a file) judged every mod against nothing: "fails ... is not
+    in /nonexistent", exit 1, "a mod fails: the launch would break" about a mod that applies. Bad input: one line,
+    exit 2, JSON on stdout, no mod judged."""
+    tree = site(tmp_path, BEFORE)
+    good = write(tmp_path, "good.patch", make_diff(BEFORE, AFTER))
+    where = tmp_path / given
+    if given == "a-file":
+        where.write_text("x\n")
+    elif given == "dangling-link":
+        where.symlink_to(tmp_path / "gone")
+    for sites in ([where], [tree.dirs[0], where]):
+        done = sd("mods", "check", str(good), *(a for s in sites for a in ("--site", str(s))), "-f", "json")
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (done.returncode, done.stdout, done.stderr)
+        assert f"--site {where}: " in done.stderr and "not a folder" in done.stderr, done.stderr
+        assert json.loads(done.stdout)["errors"][0]["exit_code"] == 2
+
+
+def test_a_mod_name_with_a_line_break_cannot_print_a_verdict_line_of_its_own(tmp_path):
+    """A mod folder or file named `x\\n  applies  ok.patch` printed its line break raw: the console showed an
+    `applies` line no mod had. A name is one line: its line break is printed escaped, as an ESC already was."""
+    tree = site(tmp_path, BEFORE)
+    name = "bad\n  applies         forged.patch"
+    mod = write(tmp_path, name, make_diff(BEFORE.replace("    splits = 4", "other"), "x\n"))
+    done = sd("mods", "check", str(mod), "--site", str(tree.dirs[0]))
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert not [line for line in lines if line.lstrip().startswith("applies")], done.stdout
+    assert any("bad\\n  applies" in line for line in lines), done.stdout
+
+
 def test_cli_strict_fails_on_superseded(tmp_path):
     tree = site(tmp_path, AFTER.replace("line 19\n", "rewritten 19\n").replace("line 21\n", "new 21\n"))
     mod = write(tmp_path, "m.patch", make_diff(BEFORE, AFTER))

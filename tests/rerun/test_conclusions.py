@@ -163,6 +163,19 @@ def test_rerun_refuses_bad_options_and_unknown_names(tmp_path, here_facts):
     assert conclude.exit_code == 2 and "--conclude NAME needs" in conclude.output
 
 
+def test_an_empty_fail_on_is_refused_never_a_gate_that_passes_everything(tmp_path, here_facts):
+    """`rerun --fail-on "$FAIL_ON"` with the variable unset (or `,`) read as no gate at all: exit 0 whatever flipped,
+    while check, whatif, recipe check and fleet check refuse an empty --fail-on. One line, exit 2, as for a bad word."""
+    path, _ = _ledger(tmp_path, here_facts)
+    for value in ("", ",", " , "):
+        bad = runner.invoke(app, ["rerun", "--dry-run", "--fail-on", value, "--ledger", str(path), "-f", "json"])
+        assert bad.exit_code == 2 and bad.stderr.count("\n") == 1, (value, bad.output)
+        assert "--fail-on" in bad.stderr and "choose flipped or regression" in bad.stderr, bad.stderr
+        assert json.loads(bad.stdout)["errors"][0]["code"] == "usage"
+    ok = runner.invoke(app, ["rerun", "--dry-run", "--fail-on", "flipped,", "--ledger", str(path)])
+    assert ok.exit_code == 0, ok.output
+
+
 def test_outcomes_hold_flip_or_change_by_verdict_and_ci():
     def level(r, lo, hi, verdict):
         return [{"concurrency": 1, "ratio": {"ratio": r, "ci_low": lo, "ci_high": hi, "verdict": verdict}}]
