@@ -102,9 +102,12 @@ def _uploaded_after(reader: object, package: str, since: str, on: str | None) ->
 def _new_releases(reader: Reader, package: str, since: str, through: str | None, on: str | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"package": package, "tracked": since, "through": through, "releases": [], "backports": [], "yanked": [],
                            "note": "", "left_out": 0}
+    # a release is its public version: a local build (0.4.0+cu130, tracked by an older run or given to --through) is 0.4.0's
+    since, through = Version(since).public, through and Version(through).public
     try:  # every release a box can run: `check` compares pre-releases, and pip installs a yanked one pinned with ==
         versions = reader.versions(package, prereleases=True, yanked=True)
         yanked = reader.yanked(package)
+        builds = reader.builds(package) if hasattr(reader, "builds") else {}
     except RemoteError as exc:
         row["note"] = str(exc)
         row["error"] = "no project" not in str(exc)  # not on this index is a fact to say; an unreachable index is an error
@@ -124,6 +127,7 @@ def _new_releases(reader: Reader, package: str, since: str, through: str | None,
     row["backports"] = [v for v in versions if v in backports and v in kept]
     row["yanked"] = [v for v in row["releases"] if v in yanked]
     row["uploaded"] = {v: times[v] for v in row["releases"] if v in times}
+    row["builds"] = {v: builds[v] for v in row["releases"] if v in builds}  # the local builds a release is listed in
     return row
 
 
