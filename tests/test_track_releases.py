@@ -246,3 +246,44 @@ def test_a_release_is_yanked_only_when_every_build_is(tmp_path):
     assert row["releases"] == ["0.5.0", "0.6.0"] and row["yanked"] == ["0.6.0"], row
     [e] = result.entries
     assert "demo-0.5.0+cu126" in e.runs[0][0].evidence[0] and e.runs[0][0].holds is False, e.runs[0][0].evidence
+
+
+def test_an_upload_time_that_is_no_date_is_not_read_as_after_the_tracked_day(tmp_path):
+    """A broken or hostile index whose PEP 700 upload-time is free text ("not a date") had every older release,
+    the tracked one included, compared as text, read as uploaded after the tracked day and re-read as a backport."""
+    wheels = tmp_path / "w"
+    wheels.mkdir()
+    with Registry() as reg:
+        for version, body in RELEASES.items():
+            reg.add("demo", build_wheel(wheels, "demo", version, {"demo/core.py": body}), uploaded="not a date at all")
+        folder = write_matrix(tmp_path, ">=0.2.0,<0.4.0", tracked="0.4.0")
+        (folder / "tracking.toml").write_text('component = "tracking"\ntracked_on = "2026-07-01"\n[tracked]\ndemo = "0.4.0"\n')
+        result = track(load(folder), reader_for(reg, tmp_path))
+    [row] = result.packages
+    assert row["releases"] == [] and row["backports"] == [] and row["uploaded"] == {}, row
+
+
+def test_an_index_listing_thousands_of_builds_of_a_release_names_a_bounded_few(tmp_path):
+    """An index listing 3,000 local builds of one release printed every one on the package's console line (a line of
+    ~27 KB here, 890 KB for 100,000) and in the JSON: the newest few are named, the rest counted."""
+    import json
+
+    from rich.console import Console
+
+    from sparkdoctor.views.track import render_track
+
+    wheels = tmp_path / "w"
+    wheels.mkdir()
+    plain = build_wheel(wheels, "demo", "0.5.0+b2999", {"demo/core.py": FIXED})
+    files = [{"filename": f"demo-0.5.0+b{i}-py3-none-any.whl", "url": f"../../files/{plain.name}", "size": plain.stat().st_size}
+             for i in range(3000)]
+    with Registry() as reg:
+        reg.add("demo", plain)
+        reg.pages["demo"] = json.dumps({"meta": {"api-version": "1.1"}, "name": "demo", "files": files}).encode()
+        doc = track(load(write_matrix(tmp_path, ">=0.2.0,<0.4.0", tracked="0.4.0")), reader_for(reg, tmp_path)).to_dict()
+    [row] = doc["packages"]
+    assert row["builds"]["0.5.0"] == [f"0.5.0+b{i}" for i in range(2984, 3000)] and row["builds_more"] == {"0.5.0": 2984}, row["builds_more"]
+    console = Console(record=True, width=300)
+    render_track(doc, console, verbose=True)
+    line = next(x for x in console.export_text().splitlines() if x.startswith("demo: tracked through"))
+    assert line.endswith("+b2998, +b2999 and 2,984 older)") and len(line) < 400, line

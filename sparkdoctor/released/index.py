@@ -6,6 +6,7 @@ index is). The index URL is https://pypi.org/simple/ or $SPARKDOCTOR_INDEX_URL.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import re
@@ -63,9 +64,22 @@ def _file(raw: dict, base: str) -> IndexFile:
     size = raw.get("size")
     sha = (raw.get("hashes") or {}).get("sha256")
     uploaded = raw.get("upload-time")
+    if not (isinstance(uploaded, str) and _is_time(uploaded)):  # free text would be compared as a date
+        uploaded = None
     return IndexFile(name, urljoin(base, str(raw.get("url", ""))), size if isinstance(size, int) else None,
                      sha.lower() if isinstance(sha, str) and _SHA256.fullmatch(sha) else None, bool(raw.get("yanked")), version, frozenset(tags), sdist_version,
-                     uploaded if isinstance(uploaded, str) else None)
+                     uploaded)
+
+
+def _is_time(text: str) -> bool:
+    """An ISO 8601 date-time as PEP 700 gives it (2026-01-02T03:04:05.123456Z); anything else is no upload time."""
+    if len(text) > 64 or not re.match(r"\d{4}-\d{2}-\d{2}T", text):
+        return False
+    try:
+        dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
 
 
 class Index:

@@ -40,6 +40,7 @@ NEEDS_EDIT = VERDICTS[:4]  # the verdicts that call for an edit (exit 1)
 # releases and a matrix tracked a year behind a few dozen, so 300 cuts only an index that lists thousands (broken
 # or hostile), which would otherwise keep the daily gate reading one release after another for hours.
 MAX_RELEASES = 300
+MAX_BUILDS = 16  # the local builds named per release (download.pytorch.org lists a handful: cpu, cu126, cu128, cu130)
 
 
 @dataclass
@@ -127,7 +128,9 @@ def _new_releases(reader: Reader, package: str, since: str, through: str | None,
     row["backports"] = [v for v in versions if v in backports and v in kept]
     row["yanked"] = [v for v in row["releases"] if v in yanked]
     row["uploaded"] = {v: times[v] for v in row["releases"] if v in times}
-    row["builds"] = {v: builds[v] for v in row["releases"] if v in builds}  # the local builds a release is listed in
+    # the local builds a release is listed in, the newest MAX_BUILDS named (an index may list thousands) and the rest counted
+    row["builds"] = {v: builds[v][-MAX_BUILDS:] for v in row["releases"] if v in builds}
+    row["builds_more"] = {v: len(builds[v]) - MAX_BUILDS for v in row["builds"] if len(builds[v]) > MAX_BUILDS}
     return row
 
 
