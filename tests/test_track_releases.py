@@ -287,3 +287,25 @@ def test_an_index_listing_thousands_of_builds_of_a_release_names_a_bounded_few(t
     render_track(doc, console, verbose=True)
     line = next(x for x in console.export_text().splitlines() if x.startswith("demo: tracked through"))
     assert line.endswith("+b2998, +b2999 and 2,984 older)") and len(line) < 400, line
+
+
+def test_one_file_entry_whose_url_cannot_be_joined_leaves_the_others_read(tmp_path):
+    """A page with one file whose URL urljoin refuses ("//[::1", ValueError) was "not a PEP 691 project page" as a
+    whole: the project could not be listed and track exited 2. That entry is passed over; the others are read."""
+    import hashlib
+    import json
+
+    wheels = tmp_path / "w"
+    wheels.mkdir()
+    good = build_wheel(wheels, "demo", "0.5.0", {"demo/core.py": FIXED})
+    files = [{"filename": "demo-0.6.0-py3-none-any.whl", "url": "//[::1", "size": 10},
+             {"filename": good.name, "url": f"../../files/{good.name}", "size": good.stat().st_size,
+              "hashes": {"sha256": hashlib.sha256(good.read_bytes()).hexdigest()}}]
+    with Registry() as reg:
+        reg.add("demo", good)
+        reg.pages["demo"] = json.dumps({"meta": {"api-version": "1.1"}, "name": "demo", "files": files}).encode()
+        result = track(load(write_matrix(tmp_path, ">=0.2.0,<0.4.0", tracked="0.4.0")), reader_for(reg, tmp_path))
+    [row] = result.packages
+    assert not row.get("error") and row["releases"] == ["0.5.0"], row
+    [e] = result.entries
+    assert e.runs[0][0].holds is False and e.runs[0][0].error is None, e.runs[0][0].error

@@ -47,8 +47,13 @@ class IndexFile:
     uploaded: str | None = None  # PEP 700 upload-time (ISO 8601, UTC), when the index gives it
 
 
-def _file(raw: dict, base: str) -> IndexFile:
+def _file(raw: dict, base: str) -> IndexFile | None:
+    """One entry of a project page; None for one whose URL cannot be joined to the page's (`//[::1`): passed over."""
     name = str(raw.get("filename", ""))
+    try:
+        url = urljoin(base, str(raw.get("url", "")))
+    except ValueError:
+        return None
     version: str | None = None
     tags: frozenset = frozenset()
     if name.endswith(".whl"):
@@ -66,7 +71,7 @@ def _file(raw: dict, base: str) -> IndexFile:
     uploaded = raw.get("upload-time")
     if not (isinstance(uploaded, str) and _is_time(uploaded)):  # free text would be compared as a date
         uploaded = None
-    return IndexFile(name, urljoin(base, str(raw.get("url", ""))), size if isinstance(size, int) else None,
+    return IndexFile(name, url, size if isinstance(size, int) else None,
                      sha.lower() if isinstance(sha, str) and _SHA256.fullmatch(sha) else None, bool(raw.get("yanked")), version, frozenset(tags), sdist_version,
                      uploaded)
 
@@ -106,7 +111,7 @@ class Index:
                 raw_files = json.loads(resp.body)["files"]
                 if not isinstance(raw_files, list):
                     raise TypeError
-                self._projects[name] = [_file(f, resp.url) for f in raw_files if isinstance(f, dict)]
+                self._projects[name] = [f for f in (_file(raw, resp.url) for raw in raw_files if isinstance(raw, dict)) if f is not None]
             except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
                 raise RemoteError(f"{page}: not a PEP 691 project page (no 'files' list of file objects)") from None
         return self._projects[name]
