@@ -174,3 +174,138 @@ def test_the_cutedsl_probe_installs_the_wheel_that_holds_the_dsl(tmp_path):
     family = "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base", "nvidia-cutlass-dsl-libs-core"
     assert builds == {"libs-base": dict.fromkeys((*family, "nvidia-cutlass-dsl-libs-cu12"), "4.8.1"),
                       "libs-cu13": dict.fromkeys((*family, "nvidia-cutlass-dsl-libs-cu12", "nvidia-cutlass-dsl-libs-cu13"), "4.8.1")}
+
+
+# ---- local builds (2.15.0+cu130): an index such as download.pytorch.org's or FlashInfer's own lists them ----------
+
+
+def test_the_local_builds_of_a_release_are_one_release_and_the_build_read_is_named(tmp_path):
+    """An index that lists local builds (0.4.0+cu126, 0.4.0+cu130, and no plain 0.4.0) had each build read as a
+    release of its own, newer than 0.4.0 by PEP 440, and proposed a tracked-through move naming a build
+    (0.4.0+cu130) and a bound that closes at one (<0.5.0+cu126). A release is its public version; the build read
+    is named in the evidence and the builds listed in the package row."""
+    wheels = tmp_path / "w"
+    with Registry() as reg:
+        _registry(tmp_path, reg, [])
+        for version, body in (("0.4.1+cu130", HOLDS), ("0.4.1+cu126", HOLDS), ("0.5.0+cu126", FIXED), ("0.5.0+cu130", FIXED)):
+            reg.add("demo", build_wheel(wheels, "demo", version, {"demo/core.py": body}))
+        result = track(load(write_matrix(tmp_path, ">=0.2.0,<0.4.0", tracked="0.4.0")), reader_for(reg, tmp_path))
+    [row] = result.packages
+    assert row["releases"] == ["0.4.1", "0.5.0"], row
+    assert row["builds"] == {"0.4.1": ["0.4.1+cu126", "0.4.1+cu130"], "0.5.0": ["0.5.0+cu126", "0.5.0+cu130"]}
+    [e] = result.entries
+    assert [(r.version, r.holds) for r, _ in e.runs] == [("0.4.1", True), ("0.5.0", False)], e.why
+    assert e.verdict == "upper-bound-moves" and e.proposal["to"] == ">=0.2.0,<0.5.0", e.why
+    assert e.runs[0][0].evidence[0] == ("demo-0.4.1+cu130-py3-none-any.whl (build +cu130 of 0.4.1, of 2: +cu126, +cu130; "
+                                        "the wheel CPython 3.12 on linux-aarch64 installs)")
+    assert [p["to"] for p in result.proposals if p["field"] == "tracked.demo"] == ["0.5.0"]
+
+
+def test_the_plain_build_is_read_first_then_the_newest_cuda_build_by_number(tmp_path):
+    """cu99 is older than cu130 (PEP 440 compares the local labels as text, which puts cu99 last)."""
+    from sparkdoctor.released.wheel import pick_wheel
+
+    wheels = tmp_path / "w"
+    with Registry() as reg:
+        _registry(tmp_path, reg, [])
+        for version in ("0.6.0+cu99", "0.6.0+cu130", "0.6.0+cu118"):
+            reg.add("demo", build_wheel(wheels, "demo", version, {"demo/core.py": FIXED}))
+        reader = reader_for(reg, tmp_path)
+        assert pick_wheel(reader.index.wheels("demo", "0.6.0")).file.filename == "demo-0.6.0+cu130-py3-none-any.whl"
+        assert reader.index.builds("demo")["0.6.0"] == ["0.6.0+cu99", "0.6.0+cu118", "0.6.0+cu130"]
+        reg.add("demo", build_wheel(wheels, "demo", "0.6.0", {"demo/core.py": FIXED}))
+        reader = reader_for(reg, tmp_path)
+        pick = pick_wheel(reader.index.wheels("demo", "0.6.0"))
+        assert pick.file.filename == "demo-0.6.0-py3-none-any.whl" and "the plain build of 0.6.0, of 4" in pick.why, pick.why
+        assert [f.filename for f in reader.index.wheels("demo", "0.6.0+cu99")] == ["demo-0.6.0+cu99-py3-none-any.whl"]
+
+
+def test_a_tracked_or_through_version_naming_a_build_is_its_release(tmp_path):
+    """A matrix tracked through 0.4.0+cu130 (written by the run that named builds) re-read 0.4.0's other builds
+    as new releases, and `--through demo=0.5.0+cu130` said 0.5.0+cu130 does not exist."""
+    wheels = tmp_path / "w"
+    with Registry() as reg:
+        _registry(tmp_path, reg, [])
+        for version, body in (("0.4.0+cu126", FIXED), ("0.4.0+cu130", FIXED), ("0.5.0+cu126", FIXED), ("0.6.0+cu126", FIXED)):
+            reg.add("demo", build_wheel(wheels, "demo", version, {"demo/core.py": body}))
+        result = track(load(write_matrix(tmp_path, ">=0.2.0,<0.4.0", tracked="0.4.0+cu130")), reader_for(reg, tmp_path),
+                       {"demo": "0.5.0+cu130"})
+    [row] = result.packages
+    assert row["releases"] == ["0.5.0"] and row["note"] == "", row
+
+
+def test_a_release_is_yanked_only_when_every_build_is(tmp_path):
+    wheels = tmp_path / "w"
+    with Registry() as reg:
+        _registry(tmp_path, reg, [])
+        reg.add("demo", build_wheel(wheels, "demo", "0.5.0+cu130", {"demo/core.py": HOLDS}), yanked="broken build")
+        reg.add("demo", build_wheel(wheels, "demo", "0.5.0+cu126", {"demo/core.py": FIXED}))
+        reg.add("demo", build_wheel(wheels, "demo", "0.6.0+cu126", {"demo/core.py": FIXED}), yanked="broken")
+        result = track(load(write_matrix(tmp_path, ">=0.2.0,<0.4.0", tracked="0.4.0")), reader_for(reg, tmp_path))
+    [row] = result.packages
+    assert row["releases"] == ["0.5.0", "0.6.0"] and row["yanked"] == ["0.6.0"], row
+    [e] = result.entries
+    assert "demo-0.5.0+cu126" in e.runs[0][0].evidence[0] and e.runs[0][0].holds is False, e.runs[0][0].evidence
+
+
+def test_an_upload_time_that_is_no_date_is_not_read_as_after_the_tracked_day(tmp_path):
+    """A broken or hostile index whose PEP 700 upload-time is free text ("not a date") had every older release,
+    the tracked one included, compared as text, read as uploaded after the tracked day and re-read as a backport."""
+    wheels = tmp_path / "w"
+    wheels.mkdir()
+    with Registry() as reg:
+        for version, body in RELEASES.items():
+            reg.add("demo", build_wheel(wheels, "demo", version, {"demo/core.py": body}), uploaded="not a date at all")
+        folder = write_matrix(tmp_path, ">=0.2.0,<0.4.0", tracked="0.4.0")
+        (folder / "tracking.toml").write_text('component = "tracking"\ntracked_on = "2026-07-01"\n[tracked]\ndemo = "0.4.0"\n')
+        result = track(load(folder), reader_for(reg, tmp_path))
+    [row] = result.packages
+    assert row["releases"] == [] and row["backports"] == [] and row["uploaded"] == {}, row
+
+
+def test_an_index_listing_thousands_of_builds_of_a_release_names_a_bounded_few(tmp_path):
+    """An index listing 3,000 local builds of one release printed every one on the package's console line (a line of
+    ~27 KB here, 890 KB for 100,000) and in the JSON: the newest few are named, the rest counted."""
+    import json
+
+    from rich.console import Console
+
+    from sparkdoctor.views.track import render_track
+
+    wheels = tmp_path / "w"
+    wheels.mkdir()
+    plain = build_wheel(wheels, "demo", "0.5.0+b2999", {"demo/core.py": FIXED})
+    files = [{"filename": f"demo-0.5.0+b{i}-py3-none-any.whl", "url": f"../../files/{plain.name}", "size": plain.stat().st_size}
+             for i in range(3000)]
+    with Registry() as reg:
+        reg.add("demo", plain)
+        reg.pages["demo"] = json.dumps({"meta": {"api-version": "1.1"}, "name": "demo", "files": files}).encode()
+        doc = track(load(write_matrix(tmp_path, ">=0.2.0,<0.4.0", tracked="0.4.0")), reader_for(reg, tmp_path)).to_dict()
+    [row] = doc["packages"]
+    assert row["builds"]["0.5.0"] == [f"0.5.0+b{i}" for i in range(2984, 3000)] and row["builds_more"] == {"0.5.0": 2984}, row["builds_more"]
+    console = Console(record=True, width=300)
+    render_track(doc, console, verbose=True)
+    line = next(x for x in console.export_text().splitlines() if x.startswith("demo: tracked through"))
+    assert line.endswith("+b2998, +b2999 and 2,984 older)") and len(line) < 400, line
+
+
+def test_one_file_entry_whose_url_cannot_be_joined_leaves_the_others_read(tmp_path):
+    """A page with one file whose URL urljoin refuses ("//[::1", ValueError) was "not a PEP 691 project page" as a
+    whole: the project could not be listed and track exited 2. That entry is passed over; the others are read."""
+    import hashlib
+    import json
+
+    wheels = tmp_path / "w"
+    wheels.mkdir()
+    good = build_wheel(wheels, "demo", "0.5.0", {"demo/core.py": FIXED})
+    files = [{"filename": "demo-0.6.0-py3-none-any.whl", "url": "//[::1", "size": 10},
+             {"filename": good.name, "url": f"../../files/{good.name}", "size": good.stat().st_size,
+              "hashes": {"sha256": hashlib.sha256(good.read_bytes()).hexdigest()}}]
+    with Registry() as reg:
+        reg.add("demo", good)
+        reg.pages["demo"] = json.dumps({"meta": {"api-version": "1.1"}, "name": "demo", "files": files}).encode()
+        result = track(load(write_matrix(tmp_path, ">=0.2.0,<0.4.0", tracked="0.4.0")), reader_for(reg, tmp_path))
+    [row] = result.packages
+    assert not row.get("error") and row["releases"] == ["0.5.0"], row
+    [e] = result.entries
+    assert e.runs[0][0].holds is False and e.runs[0][0].error is None, e.runs[0][0].error

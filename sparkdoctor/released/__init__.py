@@ -66,6 +66,9 @@ class Reader:
     def yanked(self, project: str) -> set[str]:
         return self.index.yanked(project)
 
+    def builds(self, project: str) -> dict[str, list[str]]:
+        return self.index.builds(project)
+
     def upload_times(self, project: str) -> dict[str, str]:
         return self.index.upload_times(project)
 

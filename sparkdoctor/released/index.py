@@ -6,6 +6,7 @@ index is). The index URL is https://pypi.org/simple/ or $SPARKDOCTOR_INDEX_URL.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import re
@@ -46,8 +47,13 @@ class IndexFile:
     uploaded: str | None = None  # PEP 700 upload-time (ISO 8601, UTC), when the index gives it
 
 
-def _file(raw: dict, base: str) -> IndexFile:
+def _file(raw: dict, base: str) -> IndexFile | None:
+    """One entry of a project page; None for one whose URL cannot be joined to the page's (`//[::1`): passed over."""
     name = str(raw.get("filename", ""))
+    try:
+        url = urljoin(base, str(raw.get("url", "")))
+    except ValueError:
+        return None
     version: str | None = None
     tags: frozenset = frozenset()
     if name.endswith(".whl"):
@@ -63,9 +69,22 @@ def _file(raw: dict, base: str) -> IndexFile:
     size = raw.get("size")
     sha = (raw.get("hashes") or {}).get("sha256")
     uploaded = raw.get("upload-time")
-    return IndexFile(name, urljoin(base, str(raw.get("url", ""))), size if isinstance(size, int) else None,
+    if not (isinstance(uploaded, str) and _is_time(uploaded)):  # free text would be compared as a date
+        uploaded = None
+    return IndexFile(name, url, size if isinstance(size, int) else None,
                      sha.lower() if isinstance(sha, str) and _SHA256.fullmatch(sha) else None, bool(raw.get("yanked")), version, frozenset(tags), sdist_version,
-                     uploaded if isinstance(uploaded, str) else None)
+                     uploaded)
+
+
+def _is_time(text: str) -> bool:
+    """An ISO 8601 date-time as PEP 700 gives it (2026-01-02T03:04:05.123456Z); anything else is no upload time."""
+    if len(text) > 64 or not re.match(r"\d{4}-\d{2}-\d{2}T", text):
+        return False
+    try:
+        dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
 
 
 class Index:
@@ -92,51 +111,74 @@ class Index:
                 raw_files = json.loads(resp.body)["files"]
                 if not isinstance(raw_files, list):
                     raise TypeError
-                self._projects[name] = [_file(f, resp.url) for f in raw_files if isinstance(f, dict)]
+                self._projects[name] = [f for f in (_file(raw, resp.url) for raw in raw_files if isinstance(raw, dict)) if f is not None]
             except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
                 raise RemoteError(f"{page}: not a PEP 691 project page (no 'files' list of file objects)") from None
         return self._projects[name]
 
     def versions(self, project: str, prereleases: bool = False, dist: str = "wheel", yanked: bool = False) -> list[str]:
         """The released versions that have a wheel (dist "sdist": an sdist), oldest first (yanked left out unless
-        `yanked`: pip installs a yanked release pinned with ==, PEP 592)."""
+        `yanked`: pip installs a yanked release pinned with ==, PEP 592). A release is its public version: the local
+        builds an index may list beside it (2.15.0+cu126, 2.15.0+cu130, PEP 440) are variants of it (`builds`)."""
         found: set[Version] = set()
         for f in self.files(project):
             version = f.sdist_version if dist == "sdist" else f.version
             if version is None or (f.yanked and not yanked):
                 continue
-            v = Version(version)
+            v = Version(Version(version).public)
             if prereleases or not (v.is_prerelease or v.is_devrelease):
                 found.add(v)
         return [str(v) for v in sorted(found)]
 
+    def builds(self, project: str) -> dict[str, list[str]]:
+        """The local builds of each release that has any (2.15.0 -> [2.15.0+cu126, 2.15.0+cu130]), oldest first."""
+        out: dict[str, set[Version]] = {}
+        for f in self.files(project):
+            if (version := f.version or f.sdist_version) is not None and (v := Version(version)).local is not None:
+                out.setdefault(v.public, set()).add(v)
+        return {public: [str(v) for v in sorted(vs, key=build_order)] for public, vs in out.items()}
+
     def upload_times(self, project: str) -> dict[str, str]:
-        """Each released version's first upload (PEP 700 upload-time, ISO 8601), yanked ones too; versions without one left out."""
+        """Each released (public) version's first upload of any build (PEP 700 upload-time, ISO 8601), yanked ones
+        too; versions without one left out."""
         out: dict[str, str] = {}
         for f in self.files(project):
             version = f.version or f.sdist_version
             if version is None or f.uploaded is None:
                 continue
-            key = str(Version(version))
+            key = Version(version).public
             out[key] = min(out.get(key, f.uploaded), f.uploaded)
         return out
 
     def wheels(self, project: str, version: str) -> list[IndexFile]:
-        want = Version(version)
-        return _unyanked([f for f in self.files(project) if f.version is not None and Version(f.version) == want])
+        """One release's wheels: a public version's every build (2.15.0 and 2.15.0+cu130), a local version's own."""
+        return _unyanked([f for f in self.files(project) if f.version is not None and _same_release(f.version, version)])
 
     def sdists(self, project: str, version: str) -> list[IndexFile]:
-        want = Version(version)
-        return _unyanked([f for f in self.files(project) if f.sdist_version is not None and Version(f.sdist_version) == want])
+        return _unyanked([f for f in self.files(project) if f.sdist_version is not None and _same_release(f.sdist_version, version)])
 
     def yanked(self, project: str) -> set[str]:
-        """The versions whose every file is yanked (PEP 592)."""
+        """The (public) versions whose every file, of every build, is yanked (PEP 592)."""
         by: dict[str, bool] = {}
         for f in self.files(project):
             if (version := f.version or f.sdist_version) is not None:
-                key = str(Version(version))
+                key = Version(version).public
                 by[key] = by.get(key, True) and f.yanked
         return {v for v, all_yanked in by.items() if all_yanked}
+
+
+def _same_release(listed: str, want: str) -> bool:
+    """A file's version is the release asked for: its public version for a public one, exactly for a local one."""
+    asked = Version(want)
+    have = Version(listed)
+    return have == asked if asked.local is not None else Version(have.public) == asked
+
+
+def build_order(v: Version) -> tuple[bool, list[tuple[int, int, str]]]:
+    """A release's builds in a stable order, the plain one first and the local labels by their numbers (cu99 before
+    cu130, which PEP 440 orders as text)."""
+    parts = re.findall(r"\d+|[^\d.]+", v.local or "")
+    return (v.local is not None, [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts])
 
 
 def _unyanked(files: list[IndexFile]) -> list[IndexFile]:

@@ -16,13 +16,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging import tags as ptags
+from packaging.version import Version
 
 from sparkdoctor.files import write_cache_entry
 from sparkdoctor.locations import cache_dir
 from sparkdoctor.released.cubins import Decided, Listing, list_archs
 from sparkdoctor.released.elf import ElfError, Section, sections
 from sparkdoctor.released.http import Client, RangeUnsupported, RemoteError, TooLarge
-from sparkdoctor.released.index import IndexFile
+from sparkdoctor.released.index import IndexFile, build_order
 from sparkdoctor.released.rangefile import RangeFile
 from sparkdoctor.released.stream import data_start, member_chunks
 from sparkdoctor.released.strings import (
@@ -72,16 +73,29 @@ class Pick:
 
 def pick_wheel(wheels: list[IndexFile], platform: str = DEFAULT_PLATFORM, python: str = DEFAULT_PYTHON) -> Pick | None:
     """The wheel of one release that `python` on `platform` would install; failing that, the first
-    wheel of the release (its Python files are the same on every platform), saying so."""
+    wheel of the release (its Python files are the same on every platform), saying so. Where the index lists
+    local builds of the release (2.15.0+cu126, 2.15.0+cu130), the plain build is read, else the newest, named."""
     if not wheels:
         return None
     rank = {t: i for i, t in enumerate(wanted_tags(platform, python))}
+    builds = sorted({Version(w.version) for w in wheels if w.version is not None}, key=build_order)
+    prefer = {v: -1 if v.local is None else len(builds) - i for i, v in enumerate(builds)}  # plain, then newest build
     scored = sorted(((min((rank[t] for t in w.tags if t in rank), default=None), w.filename, w) for w in wheels),
-                    key=lambda x: (x[0] is None, x[0] or 0, x[1]))
+                    key=lambda x: (x[0] is None, x[0] or 0, prefer.get(Version(x[2].version), 0) if x[2].version else 0, x[1]))
     best, _, chosen = scored[0]
+    which = _build_named(chosen, builds)
     if best is not None:
-        return Pick(chosen, f"{chosen.filename} (the wheel CPython {python} on {platform} installs)")
-    return Pick(chosen, f"{chosen.filename} (no wheel for CPython {python} on {platform}; read this one instead)")
+        return Pick(chosen, f"{chosen.filename} ({which}the wheel CPython {python} on {platform} installs)")
+    return Pick(chosen, f"{chosen.filename} ({which}no wheel for CPython {python} on {platform}; read this one instead)")
+
+
+def _build_named(chosen: IndexFile, builds: list[Version]) -> str:
+    """Which build of the release was read, where it has more than one or a local one ("" otherwise)."""
+    if chosen.version is None or not any(v.local for v in builds):
+        return ""
+    v = Version(chosen.version)
+    label = f"build +{v.local} of {v.public}" if v.local else f"the plain build of {v.public}"
+    return f"{label}, of {len(builds)}: {', '.join(f'+{b.local}' if b.local else b.public for b in builds)}; " if len(builds) > 1 else f"{label}; "
 
 
 class CachedRelease(MemberText):

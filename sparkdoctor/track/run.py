@@ -40,6 +40,7 @@ NEEDS_EDIT = VERDICTS[:4]  # the verdicts that call for an edit (exit 1)
 # releases and a matrix tracked a year behind a few dozen, so 300 cuts only an index that lists thousands (broken
 # or hostile), which would otherwise keep the daily gate reading one release after another for hours.
 MAX_RELEASES = 300
+MAX_BUILDS = 16  # the local builds named per release (download.pytorch.org lists a handful: cpu, cu126, cu128, cu130)
 
 
 @dataclass
@@ -102,9 +103,12 @@ def _uploaded_after(reader: object, package: str, since: str, on: str | None) ->
 def _new_releases(reader: Reader, package: str, since: str, through: str | None, on: str | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"package": package, "tracked": since, "through": through, "releases": [], "backports": [], "yanked": [],
                            "note": "", "left_out": 0}
+    # a release is its public version: a local build (0.4.0+cu130, tracked by an older run or given to --through) is 0.4.0's
+    since, through = Version(since).public, through and Version(through).public
     try:  # every release a box can run: `check` compares pre-releases, and pip installs a yanked one pinned with ==
         versions = reader.versions(package, prereleases=True, yanked=True)
         yanked = reader.yanked(package)
+        builds = reader.builds(package) if hasattr(reader, "builds") else {}
     except RemoteError as exc:
         row["note"] = str(exc)
         row["error"] = "no project" not in str(exc)  # not on this index is a fact to say; an unreachable index is an error
@@ -124,6 +128,9 @@ def _new_releases(reader: Reader, package: str, since: str, through: str | None,
     row["backports"] = [v for v in versions if v in backports and v in kept]
     row["yanked"] = [v for v in row["releases"] if v in yanked]
     row["uploaded"] = {v: times[v] for v in row["releases"] if v in times}
+    # the local builds a release is listed in, the newest MAX_BUILDS named (an index may list thousands) and the rest counted
+    row["builds"] = {v: builds[v][-MAX_BUILDS:] for v in row["releases"] if v in builds}
+    row["builds_more"] = {v: len(builds[v]) - MAX_BUILDS for v in row["builds"] if len(builds[v]) > MAX_BUILDS}
     return row
 
 

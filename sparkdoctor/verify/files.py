@@ -169,7 +169,9 @@ def checks_on(table: FilesTable, version: str, role: str, log: Log | None = None
         if log:
             log(f"reading {table.package}=={version}")
         parts = [WheelFiles(wheel(table.package, version))]
-        parts += [WheelFiles(wheel(other, version)) for other in table.also if version in released_versions(other)]
+        # an `also` wheel released at this version, a pre-release too (a files table may name 4.8.0.dev0)
+        parts += [WheelFiles(wheel(other, version)) for other in table.also
+                  if Version(version) in {Version(v) for v in released_versions(other, pre=True)}]
         files = UnionFiles(parts) if len(parts) > 1 else parts[0]
         try:
             run.results = [(c, check_holds(c, files)) for c in table.checks]

@@ -82,10 +82,10 @@ def wheel(package: str, version: str, root: Path | None = None) -> Path:
 
 
 @lru_cache(maxsize=32)
-def released_versions(package: str) -> tuple[str, ...]:
-    """Every released version of `package` on the registry, oldest first (pre-releases left out)."""
-    argv = [*bounded_pip(sys.executable, INDEX_MEMORY), "--disable-pip-version-check", "--no-input", "index", "versions", "--",
-            canonicalize_name(package)]
+def released_versions(package: str, pre: bool = False) -> tuple[str, ...]:
+    """Every released version of `package` on the registry, oldest first (pre-releases and dev releases only with `pre`)."""
+    argv = [*bounded_pip(sys.executable, INDEX_MEMORY), "--disable-pip-version-check", "--no-input", "index", "versions",
+            *(["--pre"] if pre else []), "--", canonicalize_name(package)]
     result = proc.run(argv, timeout=INDEX_TIMEOUT)
     line = next((x for x in (result.stdout or "").splitlines() if x.startswith("Available versions:")), None)
     if line is None:
@@ -96,7 +96,7 @@ def released_versions(package: str) -> tuple[str, ...]:
             v = Version(text.strip())
         except InvalidVersion:
             continue
-        if not v.is_prerelease and not v.is_devrelease:
+        if pre or not (v.is_prerelease or v.is_devrelease):
             versions.append(v)
     return tuple(str(v) for v in sorted(versions))
 

@@ -37,10 +37,15 @@ def _md(text: object) -> str:
     return text
 
 
-def _said(backports: list[str], yanked: list[str]) -> str:
-    """What a package's new releases are beside their versions: backports of an older line, yanked ones (PEP 592)."""
+def _said(backports: list[str], yanked: list[str], builds: dict[str, list[str]] | None = None, more: dict[str, int] | None = None) -> str:
+    """What a package's new releases are beside their versions: backports of an older line, yanked ones (PEP 592),
+    the local builds an index lists a release in (2.15.0: +cu126, +cu130)."""
+    older = more or {}
+    listed = [f"{v} ({', '.join('+' + b.partition('+')[2] for b in bs)}{f' and {older[v]:,} older' if older.get(v) else ''})"
+              for v, bs in (builds or {}).items()]
     return "".join(f"; {what}: {', '.join(versions)}" for versions, what in ((backports, "uploaded after the tracked release"),
-                                                                             (yanked, "yanked (pip installs one only when pinned ==)"))
+                                                                             (yanked, "yanked (pip installs one only when pinned ==)"),
+                                                                             (listed, "local builds"))
                    if versions)
 
 
@@ -50,7 +55,7 @@ def track_markdown(d: dict[str, Any]) -> str:
            "a release has none for it, said per release).", "", "## Packages", "", "| package | tracked through | read through | new releases | note |",
            "|---|---|---|---|---|"]
     for p in d["packages"]:
-        said = _said(p.get("backports", []), p.get("yanked", []))
+        said = _said(p.get("backports", []), p.get("yanked", []), p.get("builds"), p.get("builds_more"))
         backports = f" ({said.lstrip('; ')})" if said else ""
         out.append(f"| {p['package']} | {p['tracked']} | {p['through'] or 'newest'} | {_releases(p['releases'], p.get('left_out'))}{backports} | {_md(p['note'])} |")
     out += ["", "## Entries", "", "| entry | reads | bound | verdict | why |", "|---|---|---|---|---|"]
@@ -92,7 +97,7 @@ def render_track(d: dict[str, Any], console: Console, verbose: bool = False) -> 
         for line in probe_lines(d["probe"]):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     for p in d["packages"]:
-        backports = _said(p.get("backports", []), p.get("yanked", []))
+        backports = _said(p.get("backports", []), p.get("yanked", []), p.get("builds"), p.get("builds_more"))
         if p.get("error"):  # the registry did not list it: nothing is known to be new, or not
             console.print(f"{_e(p['package'])}: tracked through {_e(p['tracked'])}, could not be listed: {_e(p['note'])}", soft_wrap=True)
         elif verbose or p["releases"] or p["note"]:
