@@ -2,10 +2,11 @@
 found, stopped, reaped and reported at teardown.
 
 A server may start a daemon in a session of its own (setsid, often with a double fork: Ray's backend does). It
-leaves the group the teardown signals (serve/groups.py), and once its parent exits it is re-parented, normally
-to init, where nothing sparkdoctor holds leads to it. While a launched local server runs, sparkdoctor is a child
-subreaper (Linux's prctl PR_SET_CHILD_SUBREAPER): an orphan among its descendants is re-parented to sparkdoctor
-instead. After the group is stopped, every child of sparkdoctor (its parent pid in /proc/PID/stat) that
+leaves the group the teardown signals (serve/groups.py), and once its parent exits it is re-parented to the
+nearest child subreaper above it (Linux's prctl PR_SET_CHILD_SUBREAPER), else to init, where nothing sparkdoctor
+holds leads to it. The supervisor is one (serve/supervisor.py): it adopts such orphans while it runs and passes
+them on when it exits. While a launched local server runs, sparkdoctor is one too, so they come to sparkdoctor
+then. After the group is stopped, every child of sparkdoctor (its parent pid in /proc/PID/stat) that
 
 - sparkdoctor did not start itself: every child it starts goes through proc.py, which registers it until it is
   reaped (`proc.live_pids()`: a probe of another thread, another launch's supervisor); the supervisor that led

@@ -8,8 +8,9 @@ with). The supervisor (serve/supervisor.py) writes local records; the container 
 `run`. A clean teardown deletes the record.
 
 The sweep never kills a recycled pid: a process is only signalled when its start time is not before the
-supervisor's and it is either a recorded pid with its recorded start time or carries the record's token in its
-environment; the signal goes through a pidfd opened before that check where the kernel has them. A local record of
+supervisor's and it is either a recorded pid with its recorded start time (the supervisor, the server, and every
+process of the supervisor's tree it last recorded: a daemon that cleared its environment too) or carries the
+record's token in its environment; the signal goes through a pidfd opened before that check where the kernel has them. A local record of
 another boot (its owner's boot id) is dropped unread: start times count from boot, so its pairs identify nothing. A container is
 only removed when its owner label is the record's.
 """
@@ -117,6 +118,8 @@ def _belongs(pid: int, doc: dict[str, object]) -> bool:
     if len(fields) < 20 or fields[0] == "Z" or int(fields[19]) < floor:  # gone, or a zombie, or started before
         return False
     known = {(p.get("pid"), str(p.get("start"))) for p in (sup, doc.get("server") or {}) if isinstance(p, dict)}
+    tree = doc.get("tree")  # the supervisor's descendants as it last saw them: [pid, start] pairs
+    known |= {(t[0], str(t[1])) for t in (tree if isinstance(tree, list) else []) if isinstance(t, list) and len(t) == 2}
     token = str(doc.get("token") or "")
     return (pid, fields[19]) in known or bool(token and token_of(pid) == token)
 

@@ -18,11 +18,20 @@ POLL_S (50 ms), so a lost signal (or no prctl: not Linux) only delays the teardo
 caught and ignored here: sparkdoctor's teardown signals the whole group, and the server gets them itself.
 
 When sparkdoctor dies the group is not all: a process the server started in a session of its own (setsid, a
-double fork) has left it, and sparkdoctor, the child subreaper that would have found it, is gone. Every process that
-carries the launch's token in its environment and started no earlier than this one is stopped with the group.
+double fork) has left it, and may have cleared its environment too. This process is a child subreaper (Linux's prctl
+PR_SET_CHILD_SUBREAPER): an orphan among its descendants is re-parented to it, never to init, so everything the
+server started stays in its process tree. On sparkdoctor's death that tree (walked in /proc: parent pids), the group
+and every process that carries the launch's token in its environment, all started no earlier than this one, are
+stopped, each through a pidfd opened before the check. When the server exits on its own, this process exits like it
+and what it adopted passes to sparkdoctor, a child subreaper too while a server runs (serve/reaper.py).
 
-What it cannot do: nothing survives SIGKILL of this process itself (its server is then orphaned, and the
-sweep at the next launch finds it through the record); a daemon that cleared its environment is not found.
+When this process dies, SIGKILL included, the server gets SIGTERM from its own parent-death signal (set between fork
+and exec; this process has one thread, so it fires exactly when this process ends). What the server started is then
+re-parented to sparkdoctor (its teardown stops it) or, if sparkdoctor is dead too, to init. For that case every pid of
+the tree with its start time is written into the launch record (looked at every TREE_EVERY_S, rewritten when it
+changed), and the next launch's sweep stops what is still there by that identity, a daemon with no environment too.
+Until a next launch it runs on: nothing that is left when every process of sparkdoctor's is SIGKILLed can stop it
+without a PID namespace or a cgroup sparkdoctor does not create (docs/serve.md).
 """
 
 from __future__ import annotations
@@ -36,10 +45,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 POLL_S = 0.05  # how often the server's exit and getppid() are looked at (two cheap calls)
 TOKEN_ENV = "SPARKDOCTOR_SERVER_TOKEN"  # every process of the server inherits it: the sweep's proof of identity
+TREE_EVERY_S = 1.0  # how often the tree is looked at for the record (one /proc walk)
+KILL_ROUNDS = 200  # SIGKILL walks of the tree at most (a fork bomb aside, the first empties it)
 
 
 class _Woken(Exception):
@@ -103,10 +116,64 @@ def _write_record(path: str, doc: dict) -> None:
         _say(f"cannot write the launch record {path}: {exc.strerror or exc}")
 
 
-def _arm_parent_death_signal() -> None:
-    with contextlib.suppress(OSError, AttributeError):  # not Linux: getppid() polling alone
+def _prctl(option: int, value: int) -> bool:
+    try:  # not Linux: getppid() polling alone, and no subreaper
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGUSR1, 0, 0, 0)
+        return libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _arm_parent_death_signal() -> None:
+    _prctl(PR_SET_PDEATHSIG, signal.SIGUSR1)
+
+
+def _die_with(parent: int) -> None:
+    """In the server, between fork and exec: SIGTERM when `parent` (this process) ends, whatever ended it."""
+    if _prctl(PR_SET_PDEATHSIG, signal.SIGTERM) and os.getppid() != parent:
+        os._exit(70)  # it died before the signal was armed
+
+
+def tree(root: int, floor: int) -> dict[int, str]:
+    """Live (non-zombie) descendants of `root` started no earlier than `floor` (clock ticks): pid -> start time."""
+    kids: dict[int, list[tuple[int, str]]] = {}
+    for name in os.listdir("/proc"):
+        fields = (stat_of(name) or ("", []))[1] if name.isdigit() else []
+        if len(fields) >= 20 and fields[0] != "Z" and int(fields[19]) >= floor:
+            kids.setdefault(int(fields[1]), []).append((int(name), fields[19]))
+    found: dict[int, str] = {}
+    todo = [root]
+    while todo:
+        for pid, start in kids.get(todo.pop(), []):
+            if pid not in found:
+                found[pid] = start
+                todo.append(pid)
+    return found
+
+
+def _descends(pid: int, root: int) -> bool:
+    """Whether `root` is an ancestor of `pid` (parent pids in /proc)."""
+    for _ in range(4096):  # a chain ends at init; the bound only guards against a loop read mid-change
+        fields = (stat_of(pid) or ("", []))[1]
+        if len(fields) < 2 or int(fields[1]) <= 1:
+            return False
+        pid = int(fields[1])
+        if pid == root:
+            return True
+    return False
+
+
+def _reap_adopted(server: int) -> None:
+    """Reap what ended among the orphans re-parented here; the server is left to its Popen."""
+    for _ in range(64):
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except (ChildProcessError, AttributeError, OSError):
+            return
+        if info is None or info.si_pid in (0, server):
+            return
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(info.si_pid, os.WNOHANG)
 
 
 def _owner_gone(owner: int) -> bool:
@@ -124,14 +191,14 @@ def carriers(token: str, floor: int, pids: list[int] | None = None) -> list[int]
     return found
 
 
-def _kill_carrier(pid: int, sig: int, token: str, floor: int) -> None:
-    """`sig` to `pid` if it still carries `token`, through a pidfd opened first: a recycled pid is never signalled."""
+def _send(pid: int, sig: int, still: Callable[[int], bool]) -> None:
+    """`sig` to `pid` if `still(pid)` holds once a pidfd to it is open: a recycled pid is never signalled."""
     try:
         fd = os.pidfd_open(pid)
     except (AttributeError, OSError):
         return  # gone (or no pidfd: the group's signal and the next launch's sweep are left)
     try:
-        if carriers(token, floor, [pid]):
+        if still(pid):
             signal.pidfd_send_signal(fd, sig)
     except OSError:
         pass
@@ -148,22 +215,34 @@ def _stop_group(pgid: int, grace: float, cleanup: list[list[str]], token: str, f
             _say(f"cleanup {argv[:3]} failed: {exc}")
     me = os.getpid()
 
-    def send(sig: int) -> None:  # what carries the token, then the group (our own handler ignores SIGTERM; SIGKILL
-        for pid in carriers(token, floor):  # ends this process too, so it comes last)
-            if pid != me:
-                _kill_carrier(pid, sig, token, floor)
-        with contextlib.suppress(OSError):  # the group may be gone while a daemon of the server lives on
-            os.killpg(pgid, sig)
+    def ours() -> set[int]:  # what this process adopted or started (any session, any environment), what carries the
+        return {*tree(me, floor), *carriers(token, floor), *group_members(pgid)} - {me}  # token, the group
+
+    def still(pid: int) -> bool:
+        fields = (stat_of(pid) or ("", []))[1]
+        if len(fields) < 20 or fields[0] == "Z" or int(fields[19]) < floor:
+            return False
+        return int(fields[2]) == pgid or _descends(pid, me) or bool(carriers(token, floor, [pid]))
+
+    def send(sig: int) -> None:
+        for pid in ours():
+            _send(pid, sig, still)
 
     send(signal.SIGTERM)
     until = time.monotonic() + grace
     while time.monotonic() < until:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(-1, os.WNOHANG)  # reap the server, or it stays a zombie... which group_members skips anyway
-        if not [p for p in {*group_members(pgid), *carriers(token, floor)} if p != me]:
+        _reap_adopted(0)  # the server and what was re-parented here, or they stay zombies (which are skipped anyway)
+        if not ours():
             return
         time.sleep(0.1)
-    send(signal.SIGKILL)  # this process included when it is in the group: nothing of it is left
+    for _ in range(KILL_ROUNDS):  # before the group's SIGKILL, which ends this process too: its orphans must not
+        send(signal.SIGKILL)  # pass to init first
+        _reap_adopted(0)
+        if not ours():
+            break
+        time.sleep(0.01)
+    with contextlib.suppress(OSError):
+        os.killpg(pgid, signal.SIGKILL)  # this process included: nothing of it is left
 
 
 def _exit_like(code: int) -> None:
@@ -204,6 +283,7 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(sig, ignore)  # a handler, not SIG_IGN: handlers do not pass through exec to the server
     signal.signal(signal.SIGUSR1, wake)
     _arm_parent_death_signal()
+    adopting = _prctl(PR_SET_CHILD_SUBREAPER, 1)  # before the server starts: a daemon may leave its group at once
     me = os.getpid()
     pgid = os.getpgrp()
     record = {"record_version": 1, "kind": "local", "token": args.token, "pgid": pgid,
@@ -214,7 +294,8 @@ def main(argv: list[str] | None = None) -> None:
         _write_record(args.record, record)
         sys.exit(70)
     try:
-        server = subprocess.Popen(command, env={**os.environ, TOKEN_ENV: args.token})
+        server = subprocess.Popen(command, env={**os.environ, TOKEN_ENV: args.token},
+                                  preexec_fn=lambda: _die_with(me))  # safe here: this process has one thread
     except (OSError, ValueError, IndexError) as exc:
         record["start_error"] = getattr(exc, "strerror", None) or str(exc)
         _write_record(args.record, record)
@@ -222,14 +303,22 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(127)
     record["server"] = {"pid": server.pid, "start": start_time(server.pid)}
     _write_record(args.record, record)
+    floor, looked = int(start_time(me) or 0), time.monotonic()
     while True:
         code = server.poll()
         if code is not None:
-            _exit_like(code)
+            _exit_like(code)  # what it adopted passes to sparkdoctor, whose teardown stops it
         if _owner_gone(args.owner):
             _say(f"sparkdoctor (pid {args.owner}) is gone: stopping the server (process group {pgid})")
-            _stop_group(pgid, args.grace, cleanup, args.token, int(start_time(me) or 0))
+            _stop_group(pgid, args.grace, cleanup, args.token, floor)
             sys.exit(0)
+        if adopting:
+            _reap_adopted(server.pid)
+        if time.monotonic() - looked >= TREE_EVERY_S:  # for a sweep should this process be SIGKILLed
+            looked, now = time.monotonic(), sorted([pid, start] for pid, start in tree(me, floor).items())
+            if now != record.get("tree"):
+                record["tree"] = now
+                _write_record(args.record, record)
         try:  # _Woken is raised only inside this try (waiting is set only here), and only cuts a sleep short
             waiting[0] = True
             try:

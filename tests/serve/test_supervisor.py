@@ -1,6 +1,7 @@
 """A launched server does not outlive sparkdoctor (issue 20, item 13): SIGKILL of `sparkdoctor bench` takes the
 server's group down through the supervisor; a launch from a thread that ends is not mistaken for sparkdoctor's
-death; and what survives even that (the supervisor itself SIGKILLed) is swept at the next launch, by identity
+death; the server gets SIGTERM when its supervisor is SIGKILLed, and what survives that (the supervisor and
+sparkdoctor both SIGKILLed: the server's children) is swept at the next launch, by identity
 (pid + start time, or the launch's token), never by a bare pid that may have been recycled."""
 
 from __future__ import annotations
@@ -137,12 +138,13 @@ def test_what_outlives_its_supervisor_is_swept_at_the_next_launch(tmp_path, monk
     try:
         rec = a_local_record(state)
         assert rec["server"]["pid"] == pid
-        os.kill(pgid, signal.SIGKILL)  # the supervisor first (nothing can survive this), then sparkdoctor
+        os.kill(pgid, signal.SIGKILL)  # the supervisor first, then sparkdoctor
         os.kill(p.pid, signal.SIGKILL)
         p.wait(timeout=30)
-        time.sleep(1.0)
+        # the server itself gets SIGTERM from its parent-death signal; its worker child is orphaned to init
+        wait_for(lambda: pid not in members(pgid), what="the server stopped by its parent-death signal")
         left = members(pgid)
-        assert pid in left, "with its supervisor SIGKILLed the server is orphaned: the case the sweep is for"
+        assert len(left) == 1, "with its supervisor and sparkdoctor SIGKILLed the worker is orphaned: the sweep's case"
         ipc = [Path(argv[3]) for argv in rec["cleanup"] if argv[:3] == ["rm", "-rf", "--"]]
         assert len(ipc) == 1 and ipc[0].is_dir(), rec["cleanup"]  # the private socket folder nobody removed
         swept = registry.sweep(state / "servers", grace=2)
