@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from sparkdoctor import proc
 from sparkdoctor.bench import flow, load
 from sparkdoctor.bench.failures import StoreFailed
 from sparkdoctor.bench.run import resolved_recipe
@@ -302,6 +303,10 @@ def execute(ledger: Ledger, planned: RerunPlan, opts: Options, progress: Progres
             progress(f"re-measuring {status.conclusion.name}")
         try:
             res = rerun_one(ledger, status, opts)
+        except proc.Interrupted as exc:  # bench's A/B named the runs it kept; say what they were for
+            name = status.conclusion.name
+            raise proc.Interrupted(exc.signum, done="; ".join(filter(None, [
+                exc.done, f"conclusion {name} was not re-measured: `sparkdoctor rerun {name}` measures it again"]))) from exc
         except ConclusionError as exc:
             if isinstance(exc, LedgerError):
                 raise
