@@ -184,7 +184,8 @@ class Facts:
         schema = data.get("schema")
         if type(schema) is not int or schema != SCHEMA:  # `true` == 1 in Python, not in a schema number
             # a name for what is there, never its repr: a nested list or a 5,000-digit int has none
-            shown = repr(schema)[:50] if isinstance(schema, (str, bool, float, type(None))) or (
+            shown = "missing" if "schema" not in data else "null" if schema is None else repr(schema)[:50] if isinstance(
+                schema, (str, bool, float)) or (
                 type(schema) is int and abs(schema) < 10**20) else f"a {type(schema).__name__}"
             raise FactsError(f"{source}: field 'schema' is {shown}; this sparkdoctor reads schema {SCHEMA}")
         known = {f.name for f in fields(cls)}

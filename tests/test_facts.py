@@ -63,6 +63,8 @@ def test_unknown_differs_from_absent():
         ("{not json", "not valid JSON (line 1"),
         ("[1, 2]", "expected a JSON object"),
         (json.dumps({"schema": 99}), "field 'schema' is 99"),
+        ("{}", "field 'schema' is missing; this sparkdoctor reads schema 1"),  # was "is None": a Python word
+        (json.dumps({"schema": None}), "field 'schema' is null; this sparkdoctor reads schema 1"),
         (json.dumps({"schema": SCHEMA, "packages": []}), "field 'packages' should be an object"),
         (json.dumps({"schema": SCHEMA, "packages": {"vllm": {}}}), "field 'packages.vllm' needs a 'version'"),
     ],

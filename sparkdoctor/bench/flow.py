@@ -6,6 +6,7 @@ nothing stored when a measurement did not finish)."""
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -13,6 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sparkdoctor import proc
 from sparkdoctor.bench import ab, body, gates, run, served, storing
 from sparkdoctor.bench.document import ComparisonDocument, RunDocument
 from sparkdoctor.bench.failures import (
@@ -313,6 +315,15 @@ def _roofline(result: run.RunResult, model_dir: str | None, why: str | None, arg
                                         dtype_assumed)
 
 
+def _kept_runs(stored: list[int], order: list[str], comparison_id: int | None) -> str:
+    """What an interrupted A/B leaves in the ledger: its measured runs, each named, and what to do with them."""
+    runs = ", ".join(f"run {rid} (arm {arm})" for rid, arm in zip(stored, order, strict=False))
+    first = stored[0]
+    return (f"kept {runs} of comparison {comparison_id}, marked interrupted; no verdict or conclusion uses "
+            f"{'it' if len(stored) == 1 else 'them'}: `sparkdoctor history {first}` shows {'it' if len(stored) == 1 else 'the first'}"
+            + (f", `sparkdoctor history --compare {stored[0]} --compare {stored[1]}` compares them" if len(stored) > 1 else ""))
+
+
 def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> ComparisonDocument:
     recipes = {"A": _load_recipe(path_a, opts), "B": _load_recipe(path_b, opts)}
     labels = {arm: r.name for arm, r in recipes.items()}
@@ -356,6 +367,12 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
                                  ledger=str(ledger.path) if ledger else None, findings=list(judged.values()))
         status = "complete"
         return doc
+    except (KeyboardInterrupt, proc.Interrupted) as exc:  # the one line names what stays in the ledger
+        if not stored:
+            raise
+        signum = exc.signum if isinstance(exc, proc.Interrupted) else signal.SIGINT
+        done = "; ".join(filter(None, [getattr(exc, "done", None), _kept_runs(stored, order, comparison_id)]))
+        raise proc.Interrupted(signum, done=done) from exc
     finally:
         if ledger is not None and comparison_id is not None:
             try:

@@ -62,6 +62,8 @@ class HistoryCommand:
             raise UsageError(f"--compare takes two run ids (--compare A --compare B), got {len(self.compare)}")
         if self.compare and self.run_id is not None:
             raise UsageError("give RUN_ID or --compare A --compare B, not both")
+        if self.samples and self.run_id is None:  # else a script that asked for samples gets a list without any
+            raise UsageError("--samples goes with RUN_ID: `sparkdoctor history RUN_ID --samples`")
         if self.html is not None:
             from sparkdoctor.commands.history_html import refuse_bad_name
 

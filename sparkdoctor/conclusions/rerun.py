@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from sparkdoctor import proc
 from sparkdoctor.bench import flow, load
 from sparkdoctor.bench.failures import StoreFailed
 from sparkdoctor.bench.run import resolved_recipe
@@ -138,12 +139,19 @@ def _stale_mods(recipe: Recipe, path: str, python: str, data: dict[str, Any], se
     return items
 
 
+def _will_have_numbers(status: staleness.Status) -> bool:
+    """Whether execute() will hold numbers of this conclusion on the current toolchain: a fresh one has them, a stale
+    re-runnable one is re-measured first; a broken, incomparable or not re-runnable one never gets any."""
+    return status.state == "fresh" or (status.state == "stale" and status.rerunnable)
+
+
 def _measured_by(statuses: list[staleness.Status], recipe: Recipe, key: str) -> dict[str, object] | None:
-    """A conclusion that measures exactly (recipe with `key`, recipe without it), in either order."""
+    """A conclusion that measures exactly (recipe with `key`, recipe without it), in either order, and that will have
+    numbers when the workaround is measured (else execute() measures it with an A/B of its own: so does the plan say)."""
     with_hash, without_hash = _hash(recipe), _hash(without(recipe, [key]))
     for status in statuses:
         hashes = status.conclusion.data.get("recipe_hashes") or {}
-        if status.state in ("broken", "incomparable"):
+        if not _will_have_numbers(status):
             continue
         if hashes.get("A") == with_hash and hashes.get("B") == without_hash:
             return {"conclusion": status.conclusion.name, "with": "A", "without": "B"}
@@ -295,6 +303,10 @@ def execute(ledger: Ledger, planned: RerunPlan, opts: Options, progress: Progres
             progress(f"re-measuring {status.conclusion.name}")
         try:
             res = rerun_one(ledger, status, opts)
+        except proc.Interrupted as exc:  # bench's A/B named the runs it kept; say what they were for
+            name = status.conclusion.name
+            raise proc.Interrupted(exc.signum, done="; ".join(filter(None, [
+                exc.done, f"conclusion {name} was not re-measured: `sparkdoctor rerun {name}` measures it again"]))) from exc
         except ConclusionError as exc:
             if isinstance(exc, LedgerError):
                 raise

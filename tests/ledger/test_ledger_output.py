@@ -47,3 +47,17 @@ def test_the_document_never_replaces_the_ledger_it_was_read_from(tmp_path, args)
     assert hashlib.sha256(ledger.read_bytes()).hexdigest() == before
     assert sorted(x.name for x in ledger.parent.iterdir()) == ["ledger.sqlite"]
     assert json.loads(cli(tmp_path, "history", "--ledger", ledger, "-f", "json").stdout)["runs"][0]["recipe_name"] == "precious"
+
+
+def test_samples_without_a_run_id_is_refused_not_ignored(tmp_path):
+    """`history --samples` lists the ledger without any sample (its help says "With RUN_ID"): a script that asked for
+    samples got none and exit 0. Refused now: one line, exit 2; with RUN_ID it is read as before."""
+    ledger = tmp_path / "l.sqlite"
+    with Ledger(ledger) as led:
+        led.add_run(record(name="precious"))
+    p = cli(tmp_path, "history", "--samples", "--ledger", ledger, "-f", "json")
+    assert p.returncode == EXIT_USAGE and p.stderr.count("\n") == 1, (p.stdout[:300], p.stderr)
+    assert "--samples" in p.stderr and "RUN_ID" in p.stderr
+    assert [e["exit_code"] for e in json.loads(p.stdout)["errors"]] == [EXIT_USAGE]  # the JSON error document, no list
+    shown = cli(tmp_path, "history", "1", "--samples", "--ledger", ledger, "-f", "json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["run"]["recipe_name"] == "precious", shown.stderr

@@ -5,6 +5,9 @@ A/B it would have stored. No server."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from sparkdoctor.conclusions.model import Arm
 from sparkdoctor.conclusions.toolchain import Toolchains
 from sparkdoctor.facts import Facts
 from sparkdoctor.ledger import Ledger, RunRecord
+from sparkdoctor.matrix import load as load_matrix
 from sparkdoctor.recipes import load
 from tests.rerun.ledgerdata import add_ab, older, write_recipe
 
@@ -166,3 +170,53 @@ def test_the_wrong_arms_of_a_stored_row_are_read_as_someone_elses():
     for junk in ({"correctness": "wrong"}, {"correctness": {"wrong": "B"}, "levels": "x"}, {"levels": [1, None, {"ratio": 3}]},
                  {"levels": [{"ratio": {**wrong, "ratio": "big"}}, {"ratio": {**wrong, "ratio": True}}, {"ratio": wrong}]}):
         assert pipeline.wrong_arms(junk) == [], junk
+
+
+STALE_EAGER = '''component = "test"
+
+[[entry]]
+id = "test-eager-while-absent-package"
+title = "t"
+severity = "warn"
+action = "rebench"
+summary = "s"
+remedy = "r"
+justifies = ["--enforce-eager"]
+when.packages = { "no-such-package-here" = "*" }
+refs = ["https://example.org/b"]
+'''
+
+
+def test_the_dry_run_says_what_the_rerun_does_when_the_measuring_conclusion_cannot_be_rerun(tmp_path, here_facts,
+                                                                                            monkeypatch):
+    """A stale workaround whose pair a stale conclusion measures, that conclusion's other recipe now bad TOML: the
+    dry run said "measured by conclusion X" while the rerun (X cannot be re-run, so it has no new numbers) measured
+    the workaround with an A/B of its own. Both now come from one decision: an A/B of its own."""
+    paths = {"A": write_recipe(tmp_path, "eager", ', "--enforce-eager"'), "B": write_recipe(tmp_path, "compiled")}
+    ledger, matrix = tmp_path / "l.sqlite", tmp_path / "m.toml"
+    matrix.write_text(STALE_EAGER)
+    with Ledger(ledger) as led:
+        add_ab(led, paths, older(here_facts, vllm="0.31.0"), {"A": SLOW, "B": FAST}, "compile-vs-eager")
+    planned = pipeline.plan(Ledger(ledger), load_matrix(matrix), Toolchains())
+    assert planned.workarounds[0]["measured_by"] == {"conclusion": "compile-vs-eager", "with": "A", "without": "B"}
+    paths["B"].write_text("schema = 1\nname = [\n")  # no longer TOML: the conclusion cannot be re-run
+    env = dict(os.environ, COLUMNS="200")
+    shown = subprocess.run([sys.executable, "-m", "sparkdoctor", "rerun", "--dry-run", "--ledger", str(ledger), "--matrix",
+                            str(matrix)], capture_output=True, text=True, timeout=300, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "rerun will measure it: an A/B with and without it" in shown.stdout, shown.stdout
+    assert "measured by conclusion" not in shown.stdout
+    with Ledger(ledger) as led:
+        planned = pipeline.plan(led, load_matrix(matrix), Toolchains())
+        (status,), (item,) = planned.conclusions, planned.workarounds
+        assert status.state == "stale" and not status.rerunnable and item["measured_by"] is None
+        launched: list[dict[str, Arm]] = []
+
+        def measure(arms: dict[str, Arm], data: dict[str, Any], opts: pipeline.Options) -> dict[str, Any]:
+            launched.append(arms)
+            return _stored_ab(led, {"A": paths["A"], "B": paths["A"]}, here_facts, {"A": SLOW, "B": FAST},
+                              {"A": "correct", "B": "correct"})
+
+        monkeypatch.setattr(pipeline, "_measure", measure)
+        done = pipeline.execute(led, planned, pipeline.Options(ledger=ledger, matrix=matrix))
+    assert [sorted(a) for a in launched] == [["A", "B"]] and done.workarounds[0]["source"].startswith("conclusion workaround:")
