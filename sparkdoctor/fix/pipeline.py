@@ -55,6 +55,8 @@ def make_plan(request: CheckRequest, options: FixOptions, progress: Callable[[st
     if progress:
         progress(f"planning with {installer.name} (dry-run resolution)")
     plan = build_plan(report.findings, definitions, inventory, installer, report.facts, options, transport_of(target))
+    if any(s.op.changes_packages for s in plan.steps):  # the same settings at the plan's dry run and at the apply
+        plan.notes += installer.set_aside()
     record = inv_mod.target_record(target, inventory)
     if record["kind"] == "container":
         plan.target.update(kind="container", container=record["container"], image_id=record.get("image_id"))
