@@ -142,8 +142,9 @@ class PipInstaller(Installer):
         base = ["--disable-pip-version-check", "--no-input"]
         # every call runs pip without site, the install and uninstall too: no .pth import line or sitecustomize.py of the
         # target runs, and no process starts (wheels only, byte-compiled in pip's own process)
-        pip_from = [*keep_argument(), *(["--pip-from", self.pip_from] if self.pip_from else [])]
-        result = self.target.run_script(Path(PIP_NO_SITE), [*pip_from, args[0], *base, *args[1:]], TIMEOUT, env=_env(env))
+        pip_from = ["--pip-from", self.pip_from] if self.pip_from else []
+        result = self.target.run_script(Path(PIP_NO_SITE), [*keep_argument(), *pip_from, args[0], *base, *args[1:]], TIMEOUT,
+                                        env=_env(env))
         too_old = not pip_from and not result.ok and dry_run and any(old in (result.stderr or "") for old in OLD_PIP)
         if too_old and (misfit := own_pip_misfit(self.inventory.version)):
             raise UnchangedError(f"{what} failed: {self.inventory.python}'s pip is older than 22.2 (no --dry-run --report), "
