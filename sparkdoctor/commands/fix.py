@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -33,6 +33,7 @@ from sparkdoctor.views.fix import VIEW
 
 if TYPE_CHECKING:
     from sparkdoctor.fix.pipeline import Planned
+    from sparkdoctor.targets.interface import Target
 
 FORMATS = VIEW.formats
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -159,14 +160,22 @@ def run(options: FixCommand) -> Result[FixDocument]:
 
 
 def _plan_or_apply(options: FixCommand) -> Result[FixDocument]:
+    from sparkdoctor.fix.pipeline import held_for_apply
+
+    env_file = options.env_file.absolute() if options.env_file else None
+    target = _target(options.chosen, env_file)
+    # --yes: the target's lock first, so a second apply is refused before its check and plan; a plan alone takes none
+    with held_for_apply(target) if options.yes else nullcontext():
+        return _planned_and_applied(options, target, env_file)
+
+
+def _planned_and_applied(options: FixCommand, target: Target, env_file: Path | None) -> Result[FixDocument]:
     from sparkdoctor.check import CheckRequest
     from sparkdoctor.fix.documents import ApplyDocument, PlanDocument
     from sparkdoctor.fix.interface import Refusal
     from sparkdoctor.fix.pipeline import apply_and_recheck, make_plan
     from sparkdoctor.fix.plan import FixOptions
 
-    env_file = options.env_file.absolute() if options.env_file else None
-    target = _target(options.chosen, env_file)
     request = CheckRequest(target=target, matrix=options.matrix, fixes=options.fixes, strict_fixes=True, arch=options.arch,
                            constraint_files=list(options.constraints), kernels=options.kernels)
     planned: Planned = make_plan(request, FixOptions(

@@ -26,6 +26,7 @@ from packaging.utils import (
 )
 
 from sparkdoctor import proc
+from sparkdoctor.fix import pip_settings
 from sparkdoctor.fix.interface import (
     FixError,
     Installer,
@@ -34,6 +35,7 @@ from sparkdoctor.fix.interface import (
     UnchangedError,
 )
 from sparkdoctor.fix.inventory import Inventory
+from sparkdoctor.fix.pip_settings import keep_argument
 from sparkdoctor.targets.early import (
     OLD_PIP,
     PIP_NO_SITE,
@@ -99,18 +101,9 @@ WHEELS_ONLY = ["--only-binary", ":all:"]
 NO_WHEEL = "fix installs wheels only: a release with only a source distribution would be built, running its code"
 
 
-ELSEWHERE = re.compile(r"^(?::env:|global|install)\.(?:target|prefix|root)=")
-"""`pip config list` lines of the settings that move an install out of the interpreter's environment."""
-
-
-# Settings of the user's environment (or of a pip config file: a value here outranks it) that made fix's pip do
-# something else than its plan says, or made a rollback fail and put nothing back; every fix pip call runs with these.
-# A non-empty value where pip ignores an empty one (" " is an empty list, "0" false), so a config file's value is undone.
+# Every fix pip call runs with these, and with only the user's pip settings that reach the index (pip_settings.KEEP;
+# targets/target_pip_dry.py drops every other PIP_* variable and loads no pip config file).
 NEUTRAL_ENV = {
-    "PIP_REQUIREMENT": " ", "PIP_EDITABLE": " ",  # installed what the plan never named (pip.conf `requirement = ...`)
-    "PIP_DRY_RUN": "0",  # the install changed nothing, and the apply was journaled as done and failed its re-check
-    "PIP_NO_DEPS": "0", "PIP_UPGRADE": "0", "PIP_UPGRADE_STRATEGY": "only-if-needed", "PIP_FORCE_REINSTALL": "0",
-    "PIP_IGNORE_INSTALLED": "0",  # what the plan's own options say, and only that
     "_PIP_RUNNING_IN_SUBPROCESS": "1",  # PIP_PYTHON (pip --python) ran pip again under another interpreter: refused there
     "PYTHONWARNINGS": "",  # `error` stopped pip on a DeprecationWarning of its own (an empty value is no value)
 }
@@ -136,7 +129,7 @@ class PipInstaller(Installer):
         without pip)."""
         self.target, self.inventory, self.pip_from = target, inventory, pip_from
         self.files = transport_of(target)
-        self.settings_read = False
+        self.settings: dict[tuple[str, str], str] | None = None
 
     def _stage(self, tmp: str, constraints: list[str] | None) -> list[str]:
         """The host constraint files, copied into the target's scratch folder; their paths there."""
@@ -150,9 +143,8 @@ class PipInstaller(Installer):
         # every call runs pip without site, the install and uninstall too: no .pth import line or sitecustomize.py of the
         # target runs, and no process starts (wheels only, byte-compiled in pip's own process)
         pip_from = ["--pip-from", self.pip_from] if self.pip_from else []
-        if args[0] == "install" and not self.settings_read:
-            self._refuse_elsewhere(pip_from, env)
-        result = self.target.run_script(Path(PIP_NO_SITE), [*pip_from, args[0], *base, *args[1:]], TIMEOUT, env=_env(env))
+        result = self.target.run_script(Path(PIP_NO_SITE), [*keep_argument(), *pip_from, args[0], *base, *args[1:]], TIMEOUT,
+                                        env=_env(env))
         too_old = not pip_from and not result.ok and dry_run and any(old in (result.stderr or "") for old in OLD_PIP)
         if too_old and (misfit := own_pip_misfit(self.inventory.version)):
             raise UnchangedError(f"{what} failed: {self.inventory.python}'s pip is older than 22.2 (no --dry-run --report), "
@@ -160,22 +152,23 @@ class PipInstaller(Installer):
         if too_old and getattr(self.target, "shares_files", True) and (own := own_pip_folder()):
             # a pip older than 22.2 has no --dry-run --report: sparkdoctor's pip resolves, run by the target's
             # interpreter without site, as whatif does; the install itself stays the target's own pip
-            result = self.target.run_script(Path(PIP_NO_SITE), ["--pip-from", own, args[0], *base, *args[1:]], TIMEOUT, env=_env(env))
+            result = self.target.run_script(Path(PIP_NO_SITE), [*keep_argument(), "--pip-from", own, args[0], *base, *args[1:]],
+                                            TIMEOUT, env=_env(env))
         if not result.ok:
             raise _fail(what, result, dry_run)
         return result
 
-    def _refuse_elsewhere(self, pip_from: list[str], env: dict[str, str] | None) -> None:
-        """pip's settings that install somewhere else than the target's environment (PIP_TARGET, PIP_PREFIX, PIP_ROOT,
-        or `target`/`prefix`/`root` in a pip config file; an empty value does not undo one): the install landed there,
-        the apply saw no change and was undone, and the folder written stayed. Refused before anything is changed."""
-        result = self.target.run_script(Path(PIP_NO_SITE), [*pip_from, "config", "list"], TIMEOUT, env=_env(env))
-        found = [ln.strip() for ln in (result.stdout or "").splitlines() if ELSEWHERE.match(ln.strip())]
-        if found:
-            raise UnchangedError(f"pip's settings install somewhere else than {self.inventory.python}'s environment "
-                                 f"({'; '.join(found)[:300]}; from PIP_TARGET/PIP_PREFIX/PIP_ROOT or a pip config file): "
-                                 "unset them for fix; nothing was changed")
-        self.settings_read = True
+    def set_aside(self) -> list[str]:
+        """The user's pip settings (the target's environment and pip config files) that fix's pip runs without, as
+        the plan's note: read once, as pip merges them for the user."""
+        if self.settings is None:
+            pip_from = ["--pip-from", self.pip_from] if self.pip_from else []
+            result = self.target.run_script(Path(PIP_NO_SITE), [*pip_from, "--list-settings"], TIMEOUT, env=_env(None))
+            if not result.ok:
+                raise _fail("reading pip's settings", result, dry_run=True)
+            self.settings = pip_settings.parse(result.stdout or "")
+        found = pip_settings.note(self.settings)
+        return [found] if found else []
 
     def _offline(self, offline_from: str, tmp: str) -> tuple[list[str], dict[str, str]]:
         """The journal's wheels (on this machine), copied into the target: pip's args and env to use them alone."""
@@ -235,7 +228,7 @@ class PipInstaller(Installer):
         try:
             with self.files.scratch() as tmp:
                 # without site, as the comment in _pip says: fetching wheels needs no package's .pth line
-                pip_from = ["--pip-from", self.pip_from] if self.pip_from else []
+                pip_from = [*keep_argument(), *(["--pip-from", self.pip_from] if self.pip_from else [])]
                 _fetch(requirements, tmp, lambda args: self.target.run_script(Path(PIP_NO_SITE), [*pip_from, *args], TIMEOUT, env=_env(None)))
                 names = [n for n in self.files.listdir(tmp) if n.endswith(".whl")]
                 got = self.files.export([f"{tmp}/{n}" for n in names], Path(dest))

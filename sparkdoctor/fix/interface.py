@@ -155,3 +155,7 @@ class Installer(ABC):
     def describe(self) -> str:
         """The installer as the plan names it (pip with its version, uv, a container's pip)."""
         return self.name
+
+    def set_aside(self) -> list[str]:
+        """The plan's notes on the user's installer settings this installer runs without."""
+        return []

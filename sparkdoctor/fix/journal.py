@@ -79,11 +79,24 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+_HELD: dict[str, int] = {}
+"""The target keys this process holds the lock of, and how deep: `fix --yes` takes its target's lock before it checks
+and plans, and the apply takes it again."""
+
+
 @contextmanager
 def target_lock(target_key: str, label: str) -> Iterator[None]:
     """One fix or rollback per target (inventory.target_key) at a time; a second one is refused at once, not waited
     for: its plan was made from what the environment held before the first one changed it (pip itself takes no lock at
-    all; apt refuses as well). The lock goes with the process that holds it, so it is never left behind."""
+    all; apt refuses as well). The lock goes with the process that holds it, so it is never left behind. Taken again
+    by the process that holds it, it is held until the outer hold ends."""
+    if _HELD.get(target_key):
+        _HELD[target_key] += 1
+        try:
+            yield
+        finally:
+            _HELD[target_key] -= 1
+        return
     folder = state_dir() / "locks"
     path = folder / f"{key_digest(target_key)}.lock"
     try:
@@ -99,9 +112,11 @@ def target_lock(target_key: str, label: str) -> Iterator[None]:
 
             raise UnchangedError(f"another sparkdoctor fix or rollback is running on {label}: {lock_holder(fd)}; wait for it "
                                  "to end, then run this again (a plan is made from what the environment holds)") from None
+        _HELD[target_key] = 1
         try:
             yield
         finally:
+            del _HELD[target_key]
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -55,12 +56,23 @@ def make_plan(request: CheckRequest, options: FixOptions, progress: Callable[[st
     if progress:
         progress(f"planning with {installer.name} (dry-run resolution)")
     plan = build_plan(report.findings, definitions, inventory, installer, report.facts, options, transport_of(target))
+    if any(s.op.changes_packages for s in plan.steps):  # the same settings at the plan's dry run and at the apply
+        plan.notes += installer.set_aside()
     record = inv_mod.target_record(target, inventory)
     if record["kind"] == "container":
         plan.target.update(kind="container", container=record["container"], image_id=record.get("image_id"))
     if stuck:  # first: nothing else may be done to a half-changed target, an empty plan included
         plan.refusals.insert(0, stuck)
     return Planned(plan, report, inventory, installer)
+
+
+def held_for_apply(target: Target) -> AbstractContextManager[None]:
+    """The target's lock, taken before `fix --yes` checks and plans: a second apply on a target another fix or rollback
+    is changing is refused at once, in one line (its check and plan took about 10 s before it met the lock). Keyed as
+    the apply keys it, from the target as named (the apply takes it again with the interpreter the probe found)."""
+    desc = target.describe()
+    record = {"kind": desc.get("kind", "python"), "python": desc.get("python"), "container": desc.get("container")}
+    return jr.target_lock(inv_mod.target_key(record), inv_mod.target_label(record))
 
 
 def unprobed_why(report: Report) -> str:
@@ -247,4 +259,4 @@ def prune(keep: int | None, older_than_s: float | None) -> Pruned:
                   kept_unsettled=[_row(j) for j in spared], freed_bytes=sum(j.freed for j in removed))
 
 
-__all__ = ["Applied", "FixError", "FixOptions", "apply_and_recheck", "history", "make_plan", "prune", "Pruned", "rollback", "RolledBack"]
+__all__ = ["Applied", "FixError", "FixOptions", "apply_and_recheck", "held_for_apply", "history", "make_plan", "prune", "Pruned", "rollback", "RolledBack"]

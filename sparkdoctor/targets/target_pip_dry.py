@@ -1,6 +1,7 @@
 """Run by the TARGET's interpreter for whatif's dry run and every pip call of fix's (the plan's dry run, the downloads,
 the install and the uninstall): `python -S -B -X sparkdoctor_site=SHARED target_pip_dry.py [--pip-from FOLDER] ARGS...`
-is `python -m pip ARGS...` without `site`.
+is `python -m pip ARGS...` without `site`. With `--keep-settings NAME,...` first (fix's calls), pip runs with only those
+of the user's pip settings (_only_settings); `--list-settings` prints them all.
 
 sparkdoctor never runs a package's code. pip run as `python -m pip` starts with site, so every `.pth` import line
 and the sitecustomize.py of the target ran on each call (fix --yes and --rollback ran them once per install and
@@ -64,11 +65,47 @@ def _no_process(event, _args):
         raise PermissionError(errno.EPERM, "sparkdoctor's pip call starts no process (a build would run a package's code)")
 
 
+def _settings():
+    """pip's settings as pip merges them (its environment variables and every config file), read with pip's own
+    Configuration, not `pip config list`: PIP_USER=1 is that command's own --user, and it then read the user's file
+    alone. A file pip cannot parse fails here as it would fail the install."""
+    try:
+        from pip._internal.configuration import Configuration
+
+        config = Configuration(isolated=False)
+        config.load()
+        return dict(config.items())
+    except Exception as exc:  # pip's ConfigurationError, or a pip without this class
+        raise SystemExit("ERROR: cannot read pip's settings: %s" % (exc,)) from None
+
+
+def _only_settings(keep, command):
+    """pip's settings narrowed to the names in `keep` (fix's: those needed to reach the package index at all), each
+    with the value pip itself would use for `command`: every other PIP_* variable is dropped, the kept ones found
+    only in a config file become variables (pip's order: the environment, then the command's section, then
+    [global]), and PIP_CONFIG_FILE=os.devnull, which pip documents as loading no configuration file at all
+    (`--isolated` still loads the global and site files)."""
+    values = _settings()
+    for name in [n for n in os.environ if n.startswith("PIP_")]:
+        if name[4:].lower().replace("_", "-") not in keep:
+            del os.environ[name]
+    for key in sorted(keep):
+        name = "PIP_" + key.upper().replace("-", "_")
+        value = values.get(command + "." + key) or values.get("global." + key)
+        if name not in os.environ and value:
+            os.environ[name] = value
+    os.environ["PIP_CONFIG_FILE"] = os.devnull
+
+
 if __name__ == "__main__":
     if hasattr(sys, "addaudithook"):  # 3.8+
         sys.addaudithook(_no_process)
     del sys.path[0]  # this script's folder: sparkdoctor's modules are not the target's
     args = sys.argv[1:]
+    keep = None
+    if args[:1] == ["--keep-settings"] and len(args) > 1:
+        keep = set(k for k in args[1].split(",") if k)
+        args = args[2:]
     if args[:1] == ["--pip-from"] and len(args) > 1:
         _pip_from(args[1])
         args = args[2:]
@@ -76,6 +113,12 @@ if __name__ == "__main__":
         folder = _environment_pip()
         if folder:
             _pip_from(folder)
+    if args == ["--list-settings"]:  # `section.key='value'` lines, as `pip config list` writes them
+        for key, value in sorted(_settings().items()):
+            print("%s=%r" % (key, value))
+        sys.exit(0)
+    if keep is not None and args:
+        _only_settings(keep, args[0])
     import runpy
 
     sys.argv = ["pip"] + args

@@ -1,0 +1,88 @@
+"""The user's pip settings as fix's pip sees them: a fix installs exactly what its plan says, into the target's
+environment, so only the settings needed to reach the package index at all are kept; every other one is set aside,
+and the plan says which and why.
+
+The target's interpreter does the narrowing (targets/target_pip_dry.py `--keep-settings KEEP`): the kept values stay
+in the target's environment or its pip config files and are never put on a command line (a container's are passed to
+pip inside the container, not through `docker exec -e`). Here, the target's own settings (its environment and every pip
+config file, as pip merges them: `target_pip_dry.py --list-settings`) become the plan's note.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+KEEP = ("index-url", "cert", "client-cert", "proxy", "trusted-host", "timeout", "default-timeout", "retries",
+        "keyring-provider", "no-index", "find-links", "constraint", "cache-dir", "no-cache-dir", "break-system-packages")
+"""Kept: how pip reaches the index (or the wheel folder of a box without one) and may write its cache; the
+constraints fix edits and reads itself; PEP 668's consent, which fix's --system checks. find-links is kept: it is how
+a box without an index reaches packages at all (a folder of wheels the user names)."""
+
+QUIET = frozenset({"disable-pip-version-check", "no-input", "progress-bar", "quiet", "verbose", "no-color", "log",
+                   "log-file", "local-log", "root-user-action", "no-warn-script-location", "no-warn-conflicts",
+                   "require-virtualenv", "exists-action", "no-python-version-warning", "config-file", "isolated"})
+"""Dropped without a word: they change what pip prints or asks, not where or what it installs."""
+
+_ELSEWHERE = "installs somewhere else than the target's environment"
+_WHAT = "changes which packages the install touches"
+_WHY = {
+    "user": "installs into the user's site-packages (~/.local), not the target's environment",
+    "target": _ELSEWHERE, "prefix": _ELSEWHERE, "root": _ELSEWHERE, "src": _ELSEWHERE,
+    "python": "runs pip for another interpreter",
+    "extra-index-url": "a second index can serve any package the plan names (dependency confusion)",
+    "pre": "lets in pre-releases the plan does not name",
+    "upgrade": _WHAT, "upgrade-strategy": _WHAT, "force-reinstall": _WHAT, "ignore-installed": _WHAT, "no-deps": _WHAT,
+    "requirement": "installs what the plan does not name", "editable": "installs what the plan does not name",
+    "dry-run": "the install would change nothing",
+    "only-binary": "fix installs wheels only", "no-binary": "fix installs wheels only", "prefer-binary": "fix installs wheels only",
+}
+_OTHER = "changes what pip does; fix installs exactly its plan"
+_LINE = re.compile(r"^(:env:|[A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)=(.*)$")
+_USERINFO = re.compile(r"(://)[^/@\s]+@")
+COMMANDS = ("global", "install", "download", "uninstall")
+
+
+def keep_argument() -> list[str]:
+    """The target script's option that narrows pip's settings to KEEP."""
+    return ["--keep-settings", ",".join(KEEP)]
+
+
+def parse(text: str) -> dict[tuple[str, str], str]:
+    """(section, key) -> value from lines as `pip config list` writes them (`install.user='true'`, `:env:.pre='1'`)."""
+    out: dict[tuple[str, str], str] = {}
+    for line in text.splitlines():
+        m = _LINE.match(line.strip())
+        if not m:
+            continue
+        try:
+            value = ast.literal_eval(m.group(3))
+        except (ValueError, SyntaxError):
+            value = m.group(3)
+        out[(m.group(1), m.group(2).lower().replace("_", "-"))] = str(value)
+    return out
+
+
+def set_aside(settings: dict[tuple[str, str], str]) -> list[str]:
+    """One entry per setting fix's pip runs without, with its value (a URL's user and password hidden) and why."""
+    out: list[str] = []
+    for (section, key), value in sorted(settings.items()):
+        if not value.strip() or section not in (":env:", *COMMANDS) or key in QUIET:
+            continue
+        shown = _USERINFO.sub(r"\1***@", value)[:120]
+        where = f"PIP_{key.upper().replace('-', '_')}={shown}" if section == ":env:" else f"[{section}] {key} = {shown} (a pip config file)"
+        if key not in KEEP:
+            out.append(f"{where}: {_WHY.get(key, _OTHER)}")
+    return out
+
+
+def note(settings: dict[tuple[str, str], str]) -> str | None:
+    """The plan's line about the user's pip settings, None when fix's pip sets none aside."""
+    found = set_aside(settings)
+    if not found:
+        return None
+    return ("fix's pip runs without these pip settings (it installs exactly this plan, into the target's environment; "
+            "only those that reach the package index are kept): " + "; ".join(found))
+
+
+__all__ = ["KEEP", "keep_argument", "note", "parse", "set_aside"]

@@ -1,0 +1,115 @@
+"""Which of the user's pip settings fix's pip keeps (those that reach the package index) and which the plan names as set
+aside; the container target's pip calls narrowed the same way inside the target, with nothing of the user's settings
+on the command line that starts them (`docker exec -e ...` is readable by every user of the host); the target lock
+taken again by the process that holds it (fix --yes takes it before its check, the apply again)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkdoctor.fix import pip_settings
+from sparkdoctor.fix.installers import for_target
+from sparkdoctor.fix.inventory import Inventory
+from sparkdoctor.fix.journal import key_digest, target_lock
+from sparkdoctor.targets.local import PythonTarget
+from tests.fix import scenario
+
+LISTED = """\
+:env:.cert='/etc/ssl/certs/ca-certificates.crt'
+:env:.default-timeout='180'
+:env:.disable-pip-version-check='1'
+:env:.extra-index-url='https://alice:s3cret@second.example/simple'
+:env:.user='1'
+:env:.find-links='/opt/wheels'
+global.index-url='https://mirror.example/simple'
+global.trusted-host='mirror.example'
+install.pre='true'
+install.target='/tmp/t'
+install.no-binary=':all:'
+install.use-feature='truststore'
+download.proxy='http://proxy:3128'
+freeze.all='true'
+"""
+
+
+def test_the_settings_that_reach_the_index_are_kept_and_the_others_named_with_why():
+    settings = pip_settings.parse(LISTED)
+    assert settings[(":env:", "user")] == "1" and settings[("global", "index-url")] == "https://mirror.example/simple"
+    found = pip_settings.set_aside(settings)
+    assert found == [
+        "PIP_EXTRA_INDEX_URL=https://***@second.example/simple: a second index can serve any package the plan names (dependency confusion)",
+        "PIP_USER=1: installs into the user's site-packages (~/.local), not the target's environment",
+        "[install] no-binary = :all: (a pip config file): fix installs wheels only",
+        "[install] pre = true (a pip config file): lets in pre-releases the plan does not name",
+        "[install] target = /tmp/t (a pip config file): installs somewhere else than the target's environment",
+        "[install] use-feature = truststore (a pip config file): changes what pip does; fix installs exactly its plan",
+    ], found
+    assert "s3cret" not in pip_settings.note(settings)  # type: ignore[operator]
+    assert pip_settings.note(pip_settings.parse(":env:.cert='/c'\nglobal.index-url='https://m/simple'\n")) is None
+    assert "cert" in pip_settings.KEEP and "index-url" in pip_settings.KEEP and "extra-index-url" not in pip_settings.KEEP
+
+
+class RecordedContainer:
+    """A target of kind `container` whose scripts run under a real local venv's interpreter, each call's argv and env
+    recorded: the container target's installer is the one under test (for_target's container branch), the runtime
+    is not. The user's settings come from this process's environment, as a container's from its own."""
+
+    kind = "container"
+    name = "recorded"
+
+    def __init__(self, python: Path):
+        self.inner = PythonTarget(str(python), "--python")
+        self.python = str(python)
+        self.calls: list[tuple[list[str], dict[str, str]]] = []
+
+    def describe(self) -> dict[str, object]:
+        return {"kind": "container", "python": self.python, "container": self.name}
+
+    def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None):
+        self.calls.append((list(args), dict(env or {})))
+        return self.inner.run_script(script, args, timeout, env=env)
+
+
+@pytest.mark.slow
+def test_a_container_targets_pip_runs_with_only_the_kept_settings(tmp_path, wheels, monkeypatch):
+    python = scenario.make_target(tmp_path, "pip", wheels)
+    site = next(python.parent.parent.glob("lib/python*/site-packages"))
+    monkeypatch.setenv("PIP_USER", "1")  # pip: "Can not perform a '--user' install ... not visible in this virtualenv"
+    monkeypatch.setenv("PIP_NO_DEPS", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(tmp_path / "pip.conf"))
+    (tmp_path / "pip.conf").write_text("[install]\nupgrade = true\nrequirement = /nonexistent/requirements.txt\n")
+    target = RecordedContainer(python)
+    inventory = Inventory(python=str(python), is_venv=True, uv=False, has_pip=True, writable=True, purelib=str(site),
+                          version="3", dists={})
+    installer = for_target(target, inventory)  # type: ignore[arg-type]
+
+    resolution = installer.dry_run(["cattrs==23.2.3"], ignore_installed=True)
+    assert resolution.installs == {"cattrs": "23.2.3", "attrs": "23.2.0"}, resolution.installs  # its dependency too
+    (note,) = installer.set_aside()
+    for shown in ("PIP_USER=1", "PIP_NO_DEPS=1", "[install] upgrade = true", "[install] requirement = /nonexistent"):
+        assert shown in note, note
+    assert "PIP_NO_INDEX" not in note and "PIP_FIND_LINKS" not in note
+    pip_calls = [(args, env) for args, env in target.calls if "--list-settings" not in args]
+    assert pip_calls and all(args[:2] == pip_settings.keep_argument() for args, _ in pip_calls), target.calls
+    assert not [k for _, env in target.calls for k in env if k.startswith("PIP_")], target.calls
+
+
+def test_the_lock_taken_again_by_its_holder_is_held_until_the_outer_hold_ends(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / "state"))
+    lock = tmp_path / "state" / "locks" / f"{key_digest('venv:/x')}.lock"
+    probe = "import fcntl, sys; f = open(sys.argv[1], 'a')\ntry:\n fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); print('free')\nexcept OSError: print('held')"
+
+    def seen() -> str:
+        return subprocess.run([sys.executable, "-c", probe, str(lock)], capture_output=True, text=True, timeout=60).stdout.strip()
+
+    with target_lock("venv:/x", "/x/bin/python"):
+        with target_lock("venv:/x", "/x/bin/python"):
+            assert seen() == "held"
+        assert seen() == "held"
+    assert seen() == "free"
