@@ -59,6 +59,12 @@ class Sink:
             draw(console)
         return captured.get()
 
+    def at_terminal(self) -> bool:
+        """stdout is a real terminal (and no -o FILE): the one place a view fits its lines to the width and lets rich
+        wrap them under their columns (sparkdoctor/views/fitted.py). A pipe or a file gets the lines whole, whatever
+        COLUMNS or FORCE_COLOR say: scripts read them one item a line."""
+        return not self.to_file and sys.stdout is not None and sys.stdout.isatty()
+
     def wide(self, draw: Callable[[Console], None]) -> str:
         """What `draw` prints: a terminal's width on a terminal, WIDE columns on a pipe, the file width on -o FILE."""
         on_terminal = sys.stdout is not None and sys.stdout.isatty()

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from sparkdoctor.conclusions.documents import ConclusionsDocument
 from sparkdoctor.result import Format
 from sparkdoctor.views import View
+from sparkdoctor.views.fitted import grid, hanging
 from sparkdoctor.views.terminal_text import escaped as _e
 
 STYLE = {"fresh": "green", "stale": "yellow", "flipped": "bold red", "broken": "red", "incomparable": "magenta",
@@ -115,7 +117,9 @@ def results(console: Console, doc: dict[str, Any]) -> None:
         console.print(f"[bold red]failing: {_e(', '.join(doc['failed']))}[/]")
 
 
-def recipe_check(console: Console, doc: dict[str, Any]) -> None:
+def recipe_check(console: Console, doc: dict[str, Any], fitted: bool = False) -> None:
+    """A recipe's findings, one line each (a pipe, a file), or `fitted` to a terminal: a finding's title wrapped under
+    its title, its evidence and remedy under their text (sparkdoctor/views/fitted.py)."""
     r = doc["recipe"]
     vllm = doc.get("vllm") or {}
     console.print(f"recipe {_e(r['name'])} ({_e(r['format'])}, {_e(r['path'])}) against {_e(doc['target'])} "
@@ -131,7 +135,12 @@ def recipe_check(console: Console, doc: dict[str, Any]) -> None:
     if not doc["findings"]:
         console.print("[green]no findings[/]")
     for f in doc["findings"]:
-        console.print(f"{_tag(f['severity'])}  [bold]{_e(f['id'])}[/]  {_e(f['title'])}", highlight=False)
+        head, remedy = f"[bold]{_e(f['id'])}[/]  {_e(f['title'])}", Text(str(f["remedy"]))
+        if fitted:
+            hanging(console, Text.from_markup(_tag(f["severity"])), Text.from_markup(head))
+            console.print(grid([*((Text("    evidence:"), Text(str(e))) for e in f["evidence"]), (Text("    remedy:"), remedy)], gap=1))
+            continue
+        console.print(f"{_tag(f['severity'])}  {head}", highlight=False)
         for e in f["evidence"]:
             console.print(f"    evidence: {_e(e)}", highlight=False)
         console.print(f"    remedy: {_e(f['remedy'])}", highlight=False)

@@ -6,6 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
+from rich.text import Text
+
 from sparkdoctor.fix.documents import (
     ApplyDocument,
     FixDocument,
@@ -19,8 +22,11 @@ from sparkdoctor.fix.model import Plan
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
 from sparkdoctor.views import View
+from sparkdoctor.views.fitted import grid, plain_lines
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from sparkdoctor.fix.pipeline import Applied, JournalRow, Pruned, RolledBack
 
 
@@ -150,7 +156,23 @@ def _console(result: Result[FixDocument], sink: Sink) -> str:
     else:
         assert isinstance(found, PruneDocument)
         lines = prune_lines(found.pruned)
+    if sink.at_terminal():  # fitted to the terminal's width; a pipe or a file gets the lines whole (scripts read them)
+        rows = found.rows if isinstance(found, HistoryDocument) else []
+        return sink.capture(lambda console: _fitted(console, lines, rows), highlight=False)
     return "\n".join(lines) + "\n"
+
+
+def _fitted(console: Console, lines: list[str], rows: list[JournalRow]) -> None:
+    """`lines` at a terminal, each wrapped under its text; a journal list too wide for the terminal one journal an
+    item: its id, then its status, size and fixes and, on a line of its own, its target, wrapped under them."""
+    if not rows or max(cell_len(line) for line in lines) <= console.width:
+        plain_lines(console, lines)
+        return
+    status = max(len(r.status) for r in rows)
+    size = max(len(size_text(r.bytes or 0)) for r in rows)
+    console.print(grid((Text(r.journal), Text(f"{r.status:<{status}}  {size_text(r.bytes or 0):>{size}}  {', '.join(r.fixes) or '-'}"
+                                        + (f"\n{r.target}" if r.target else ""))) for r in rows))
+    plain_lines(console, lines[len(rows):])
 
 
 VIEW = View(FixDocument, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json()})

@@ -59,7 +59,7 @@ def junit(doc: dict[str, Any]) -> str:
 
 
 def _console(result: Result[RecipeCheck], sink: Sink) -> str:
-    return sink.wide(lambda console: recipe_check(console, result.data.document))
+    return sink.wide(lambda console: recipe_check(console, result.data.document, fitted=sink.at_terminal()))
 
 
 def _sarif(result: Result[RecipeCheck], sink: Sink) -> str:

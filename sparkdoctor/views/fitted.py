@@ -1,0 +1,47 @@
+"""Items fitted to a terminal's width, each wrapped under its own column.
+
+Only at a real terminal (`Sink.at_terminal`): there rich wraps an item's text at the console's width and folds a word
+longer than its column (a path, a URL), and every continued line starts under the item's text, never under its mark
+or label. On a pipe or in a file the views print their lines whole, one item a line, whatever COLUMNS says: scripts
+read them (README, "Console output"). Drawn with rich's own grid (`Table.grid`, `overflow="fold"`), not by hand.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+_HANG = re.compile(r"\s*(?:\d+\. )?")
+"""What a plain line's continuation goes under: its indent, and a step's number."""
+
+
+def grid(rows: Iterable[Sequence[Text | str]], gap: int = 2) -> Table:
+    """`rows` of (label, text): the labels one column, never wrapped; the texts the other, wrapped (long words
+    folded) within what the console leaves them; `gap` spaces between (a label's own trailing spaces are kept)."""
+    table = Table.grid(padding=(0, gap))
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")
+    for label, text in rows:
+        table.add_row(label, text)
+    return table
+
+
+def hanging(console: Console, label: Text | str, *texts: Text | str, gap: int = 2) -> None:
+    """One item: `label`, then its first text beside it and each further text on lines of their own, all wrapped
+    under the first text's column."""
+    console.print(grid([(label, texts[0]), *(("", text) for text in texts[1:])], gap=gap))
+
+
+def plain_lines(console: Console, lines: Iterable[str]) -> None:
+    """Plain lines (no markup), each wrapped under its text: after its indent and a step's number (`  3. `)."""
+    for line in lines:
+        found = _HANG.match(line)
+        label = found.group() if found else ""
+        if not label:
+            console.print(Text(line), overflow="fold")
+        else:
+            console.print(grid([(label, Text(line[len(label):]))], gap=0))
