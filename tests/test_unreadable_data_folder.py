@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor.ledger import Ledger
+from tests.users import as_bound_user
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "tests" / "data" / "facts" / "nogpu-clean.json"
@@ -30,11 +31,7 @@ def closed_home(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
     home = tmp_path / "home"
     (home / ".local" / "share" / "sparkdoctor" / "matrix").mkdir(parents=True)
     (home / ".config" / "sparkdoctor").mkdir(parents=True)
-    as_user: list[str] = []
-    if os.geteuid() == 0:  # root reads every folder: the folder is root's own (0700), the CLI runs as nobody
-        setpriv = shutil.which("setpriv")
-        assert setpriv, "setpriv (util-linux) runs the CLI as nobody"
-        as_user = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    as_user = as_bound_user()  # root reads every folder: the CLI runs as nobody then
     home.chmod(0o700 if as_user else 0o000)
     try:
         yield home, as_user

@@ -21,6 +21,7 @@ import pytest
 
 from sparkdoctor.exitcodes import EXIT_BENCH_FAILED, EXIT_LEDGER
 from tests.bench.test_bench_recipe import QUICK, REPO, recipe
+from tests.users import as_bound_user
 
 
 def bench(tmp_path: Path, *args: object, as_user: list[str] | None = None) -> subprocess.CompletedProcess:
@@ -80,11 +81,7 @@ def shared_folder() -> Iterator[tuple[Path, list[str]]]:
     bind: `nobody` when the suite runs as root, else the user."""
     folder = Path(tempfile.mkdtemp(prefix="sd-bench-ro-"))
     folder.chmod(0o755)
-    as_user = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        assert setpriv, "setpriv (util-linux) runs the CLI as nobody"
-        as_user = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    as_user = as_bound_user()
     try:
         yield folder, as_user
     finally:

@@ -22,6 +22,7 @@ from sparkdoctor.exitcodes import EXIT_LEDGER
 from sparkdoctor.ledger import SCHEMA_VERSION, Ledger, unstored
 from sparkdoctor.ledger.schema import APPLICATION_ID, MIGRATIONS
 from tests.ledger.test_ledger import record
+from tests.users import as_bound_user
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,11 +73,7 @@ def read_only_folder() -> Iterator[tuple[Path, list[str]]]:
     """A folder and ledger nobody may write, and how to run the CLI as a user the permissions bind: `nobody` when
     the suite runs as root (whose right to write everything a read-only mount would take away), else the user."""
     folder = Path(tempfile.mkdtemp(prefix="sd-ro-"))  # not under pytest's 0700 root: `nobody` must reach it
-    as_user = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        assert setpriv, "setpriv (util-linux) runs the CLI as nobody"
-        as_user = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    as_user = as_bound_user()
     try:
         yield folder, as_user
     finally:
