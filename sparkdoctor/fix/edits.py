@@ -26,6 +26,13 @@ else:  # pragma: no cover
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=")
 
 
+def _ending(line: str) -> str:
+    """The line break `line` ends with, as str.splitlines (and pip's requirements reader) split: a form feed,
+    \\x85 or \\u2028 ends a line as \\n does, so an edited line keeps it and the next line stays its own."""
+    body = line.splitlines()[0] if line else ""
+    return line[len(body):]
+
+
 def _split_comment(line: str) -> tuple[str, str]:
     m = re.search(r"(^|\s+)#", line)
     return (line[: m.start()], line[m.start():]) if m else (line, "")
@@ -36,8 +43,8 @@ def edit_pin(text: str, package: str, specifier: str | None, where: str) -> str:
     want = canonicalize_name(package)
     out, found = [], False
     for line in text.splitlines(keepends=True):
-        body, comment = _split_comment(line.rstrip("\r\n"))
-        ending = line[len(line.rstrip("\r\n")):]
+        ending = _ending(line)
+        body, comment = _split_comment(line[: len(line) - len(ending)])
         req_text = body.strip()
         try:
             req = Requirement(req_text) if req_text and not req_text.startswith("-") else None
@@ -70,8 +77,7 @@ def set_env(text: str, name: str, value: str) -> str:
         m = _ENV_LINE.match(ln)
         if m and m.group(1) == name:
             if not done:
-                ending = ln[len(ln.rstrip("\r\n")):]
-                out.append(new_line + ending)
+                out.append(new_line + _ending(ln))
                 done = True
             continue
         out.append(ln)

@@ -63,3 +63,14 @@ def test_recipe_flags_on_a_file(tmp_path):
 
 def test_line_diff():
     assert edits.line_diff("a\nb\n", "a\nc\n") == ["-b", "+c"]
+
+
+@pytest.mark.parametrize("sep", ["\x0c", "\x0b", "\x1c", "\x85", "\u2028", "\r"])
+def test_an_edit_keeps_every_line_break_it_does_not_change(sep):
+    """pip reads a requirements file with str.splitlines(), so a form feed (or \\x85, \\u2028, a lone \\r) ends a
+    line there: the edited line keeps that ending, and the line after it stays a line of its own."""
+    out = edits.edit_pin(f"six==1.16.0{sep}idna==3.10\n", "six", ">=1.17", "c.txt")
+    assert out == f"six>=1.17{sep}idna==3.10\n"
+    assert out.splitlines() == ["six>=1.17", "idna==3.10"]
+    assert edits.edit_pin(f"# c{sep}six==1.16.0{sep}idna==3.10", "six", None, "c.txt") == f"# c{sep}idna==3.10"
+    assert edits.set_env(f"A=1{sep}B=2\n", "A", "x") == f"A=x{sep}B=2\n"
