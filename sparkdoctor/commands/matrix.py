@@ -73,11 +73,13 @@ def run_show(options: MatrixCommand) -> Result[Entry | Stack]:
 
 def run_validate(options: MatrixCommand, bounds_doc: Path | None = None, fixes: Path | None = None) -> Result[Validation]:
     """The matrix checked as `fix --matrix` and `matrix verify` check it (a MatrixError names file, entry, field;
-    every `fix` id names a fix of `fixes`, default the bundled ones), then across entries
-    (sparkdoctor.matrix.consistency): problems are listed and end in exit 1."""
+    every `fix` id names a fix of `fixes`, default the bundled ones, and every fix file there loads as `fix` loads it),
+    then across entries (sparkdoctor.matrix.consistency): problems are listed and end in exit 1."""
+    from sparkdoctor.fix.definitions import load_all
     from sparkdoctor.matrix.consistency import problems, report_delay
 
     m = load(options.matrix, fixes, strict_fixes=True)
+    load_all(fixes)  # each fix file as `fix` reads it (DefinitionError: one line naming file and field), not its id alone
     if options.matrix is None and m.fallback:
         from sparkdoctor.locations import installed_matrix
         from sparkdoctor.matrix import MatrixError

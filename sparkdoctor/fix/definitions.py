@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,14 @@ class FixDefinition:
 def _need(cond: bool, label: str, message: str) -> None:
     if not cond:
         raise DefinitionError(f"{label}: {message}")
+
+
+def _one_line(value: str) -> bool:
+    """An env value an env file holds as one line, whoever reads it: no NUL and no line break of any kind (the env
+    file is read back with str.splitlines, which ends a line at \\r, a form feed, \\x85 or \\u2028 as at \\n: a value
+    holding one would add a variable of its own, PYTHONPATH=..., to the env the check after the apply runs with);
+    a tab is kept."""
+    return not any(c != "\t" and unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in value)
 
 
 def _names(values: list, label: str, fld: str) -> list[str]:
@@ -138,7 +147,7 @@ def action_from(raw: Any, index: int, where: str) -> ActionSpec:
         _need(bool(names) and all(isinstance(n, str) and ENV_NAME_RE.fullmatch(n) for n in names), label,
               f"field '{'name' if kind == 'set-env' else 'names'}' must name environment variables (letters, digits, _)")
         if kind == "set-env":
-            _need("\n" not in raw["value"] and "\0" not in raw["value"], label, "field 'value' must be one line")
+            _need(_one_line(raw["value"]), label, "field 'value' must be one line (no line break or control character)")
     elif kind in ("add-flag", "drop-flag"):
         _need(FLAG_RE.fullmatch(raw["flag"]) is not None, label, f"field 'flag' has {raw['flag']!r}, which is not a --flag")
     return ActionSpec(ActionKind(kind), fields)

@@ -57,6 +57,10 @@ GOOD = 'schema = 1\nid = "xx"\ntitle = "t"\nsummary = "s"\n'
     ('[[action]]\nkind = "reinstall-family"\npackages = ["a"]\nrequirement = "b"\nversion = "installed"\n', "field 'requirement'"),
     ('[[action]]\nkind = "reinstall-family"\npackages = ["a"]\nrequirement = "a"\nversion = "latest!"\n', "field 'version'"),
     ('', "field 'action'"),
+    # a line break of any kind str.splitlines knows (the env file is read with it): the edit would write a second
+    # variable (PYTHONPATH=..., which the check after the apply runs the target's interpreter with)
+    *[(f'[[action]]\nkind = "set-env"\nname = "A"\nvalue = "x{esc}PYTHONPATH=/tmp/p{esc}X="\n', "field 'value'")
+      for esc in ("\\n", "\\r", "\\f", "\\u000b", "\\u001c", "\\u0085", "\\u2028", "\\u2029", "\\u0000")],
 ])
 def test_a_bad_fix_file_is_one_line_naming_file_and_field(tmp_path, body, field):
     path = _write(tmp_path, "xx", GOOD + body)
@@ -190,3 +194,22 @@ def test_an_installed_matrix_read_by_check_first_is_still_refused_by_validate(tm
     assert load().source.startswith("installed ")  # read as check reads it: judged, the fix id not asked
     with pytest.raises(MatrixError, match="names 'six-upgrade'"):
         run_validate(MatrixCommand(), None, None)
+
+
+def test_validate_judges_the_fix_files_as_fix_reads_them(tmp_path):
+    """`matrix validate --fixes FOLDER` said `ok`, exit 0, for a fixes folder whose file `fix` refuses (an action of
+    no known kind, an env value with a line break in it): only the ids were looked at. The gate now reads every fix
+    file as `fix` does: one line naming the file and the field."""
+    import shutil
+
+    from sparkdoctor.commands.matrix import ValidateCommand, run_validate
+    from sparkdoctor.fix.interface import DefinitionError
+
+    fixes = tmp_path / "fixes"
+    shutil.copytree(DATA / "fixes", fixes)
+    assert run_validate(ValidateCommand(matrix=DATA / "matrix"), None, fixes).exit_code == 0
+    bad = fixes / "env-drop-stale.toml"
+    bad.write_text('schema = 1\nid = "env-drop-stale"\ntitle = "t"\nsummary = "s"\n'
+                   '[[action]]\nkind = "set-env"\nname = "A"\nvalue = "x\\rPYTHONPATH=/tmp/p"\n')
+    with pytest.raises(DefinitionError, match=f"{bad}: action #1 \\(set-env\\): field 'value' must be one line"):
+        run_validate(ValidateCommand(matrix=DATA / "matrix"), None, fixes)
