@@ -21,6 +21,7 @@ from sparkdoctor.fix.interface import ActionKind, StepKind
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
+from sparkdoctor.text import one_line
 from sparkdoctor.views import View
 from sparkdoctor.views.fitted import grid, plain_lines
 
@@ -156,6 +157,9 @@ def _console(result: Result[FixDocument], sink: Sink) -> str:
     else:
         assert isinstance(found, PruneDocument)
         lines = prune_lines(found.pruned)
+    # a path, a fix's title, a diff line of a recipe or env file: a control character in one prints escaped, never
+    # driving the terminal or faking a line of the plan
+    lines = [one_line(line) for line in lines]
     if sink.at_terminal():  # fitted to the terminal's width; a pipe or a file gets the lines whole (scripts read them)
         rows = found.rows if isinstance(found, HistoryDocument) else []
         return sink.capture(lambda console: _fitted(console, lines, rows), highlight=False)
@@ -170,8 +174,9 @@ def _fitted(console: Console, lines: list[str], rows: list[JournalRow]) -> None:
         return
     status = max(len(r.status) for r in rows)
     size = max(len(size_text(r.bytes or 0)) for r in rows)
-    console.print(grid((Text(r.journal), Text(f"{r.status:<{status}}  {size_text(r.bytes or 0):>{size}}  {', '.join(r.fixes) or '-'}"
-                                        + (f"\n{r.target}" if r.target else ""))) for r in rows))
+    console.print(grid((Text(one_line(r.journal)), Text(one_line(f"{r.status:<{status}}  {size_text(r.bytes or 0):>{size}}  "
+                                                          f"{', '.join(r.fixes) or '-'}") + (f"\n{one_line(r.target)}" if r.target else "")))
+                       for r in rows))
     plain_lines(console, lines[len(rows):])
 
 

@@ -74,3 +74,27 @@ def test_an_edit_keeps_every_line_break_it_does_not_change(sep):
     assert out.splitlines() == ["six>=1.17", "idna==3.10"]
     assert edits.edit_pin(f"# c{sep}six==1.16.0{sep}idna==3.10", "six", None, "c.txt") == f"# c{sep}idna==3.10"
     assert edits.set_env(f"A=1{sep}B=2\n", "A", "x") == f"A=x{sep}B=2\n"
+
+
+def test_the_plan_prints_a_files_control_characters_escaped():
+    """The plan shows the diff of a file it edits (a recipe from someone else's repository, an env file) and its path:
+    an ESC sequence or a line break in them printed raw, clearing the screen or faking a line of the plan
+    (`Verdict after: pass`). Each line is escaped as check's console escapes a snapshot's values."""
+    from sparkdoctor.fix.documents import PlanDocument
+    from sparkdoctor.fix.interface import ActionKind, StepKind
+    from sparkdoctor.fix.model import Plan, Step
+    from sparkdoctor.result import Format, Result
+    from sparkdoctor.sink import Sink
+    from sparkdoctor.views import render
+    from sparkdoctor.views.fix import VIEW  # noqa: F401  # registers the view
+
+    evil = "\x1b]0;owned\x07\x1b[2J\rVerdict after: pass\n\x9b"
+    step = Step(StepKind.edit, "drop", ["x"], ActionKind.drop_flag, path=f"/r/a{evil}.toml",
+                diff=edits.line_diff(f'command = ["vllm", "--enforce-eager"]  # {evil}\n', "command = []\n"))
+    plan = Plan(target={"python": f"/v{evil}/bin/python"}, installer="pip",
+                fixes=[{"id": "drop", "title": f"t{evil}", "findings": ["e"]}], steps=[step])
+    doc = PlanDocument(plan=plan, report=None)  # type: ignore[arg-type]  # the console reads the plan only
+    text = render(Result("fix", "fix", doc), Format.console, Sink(to_file=True))
+    assert "\\x1b" in text
+    assert not sorted({c for c in text if not c.isprintable() and c != "\n"}), text
+    assert "\nVerdict after: pass" not in text
