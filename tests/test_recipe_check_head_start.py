@@ -241,3 +241,12 @@ def test_a_ptxas_only_the_recipes_env_names_is_listed_never_run(tmp_path):
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600,
                           env={**env, "CUDA_HOME": str(fake.parent.parent), "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache2")})
     assert done.stdout.startswith("{") and marker.exists(), done.stderr[-500:]
+
+
+def test_a_recipes_env_never_sets_sparkdoctors_own_variables_for_the_probes():
+    """A recipe's `SPARKDOCTOR_PROBE_PYCACHE` named the folder the probes' Python reads compiled modules from (a
+    container target's probes took it as is), `SPARKDOCTOR_EXEC` the token a container's stray probe is found and
+    stopped by: sparkdoctor's variables are its own, never a recipe's to set."""
+    env = {"SPARKDOCTOR_PROBE_PYCACHE": "/x", "SPARKDOCTOR_EXEC": "t", "sparkdoctor_host_root": "/h", "VLLM_X": "1"}
+    assert recipe_check.EnvTarget(resolve_python_target(sys.executable), env).env == {"VLLM_X": "1"}
+    assert early.loads_code("SPARKDOCTOR_CUTEDSL_NO_FORK") and not early.loads_code("VLLM_SPARKDOCTOR")

@@ -34,8 +34,10 @@ from sparkdoctor import proc
 # module to import, PYTHONSTARTUP, LD_PRELOAD, LD_AUDIT, BASH_ENV; HOME at a folder whose
 # .local/lib/pythonX.Y/site-packages holds a usercustomize.py or a .pth file, which a Python outside a venv runs;
 # OPENSSL_CONF loading an engine when hashlib starts; GLIBC_TUNABLES) never reaches a probe, early or not: the probes
-# keep the user's own HOME. The server's launch (bench) still gets the recipe's env whole.
-CODE_LOADING_PREFIXES = ("PYTHON", "LD_", "DYLD_", "OPENSSL_")
+# keep the user's own HOME. Nor does sparkdoctor's own SPARKDOCTOR_* (SPARKDOCTOR_PROBE_PYCACHE names the folder the
+# probes' Python reads compiled modules from; SPARKDOCTOR_EXEC the token a container's stray probe is found by). The
+# server's launch (bench) still gets the recipe's env whole.
+CODE_LOADING_PREFIXES = ("PYTHON", "LD_", "DYLD_", "OPENSSL_", "SPARKDOCTOR_")
 CODE_LOADING_NAMES = ("GCONV_PATH", "BASH_ENV", "ENV", "HOME", "GLIBC_TUNABLES")
 
 
