@@ -13,6 +13,7 @@ children (sparkdoctor.proc); a failure is a FixError with the installer's last l
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from packaging.utils import (
 )
 
 from sparkdoctor import proc
+from sparkdoctor.errors import UsageError
 from sparkdoctor.fix import pip_settings
 from sparkdoctor.fix.interface import (
     FixError,
@@ -46,7 +48,22 @@ from sparkdoctor.targets.files import FileError, transport_of
 from sparkdoctor.targets.local import Target
 from sparkdoctor.unreachable import index_unreachable
 
-TIMEOUT = float(os.environ.get("SPARKDOCTOR_FIX_INSTALL_TIMEOUT", "1800"))
+TIMEOUT = 1800.0  # seconds one pip call of fix may run ($SPARKDOCTOR_FIX_INSTALL_TIMEOUT)
+
+
+def install_timeout() -> float:
+    """TIMEOUT, or $SPARKDOCTOR_FIX_INSTALL_TIMEOUT: read when a pip call needs it (a bad value is one line naming it,
+    and stops only what would run pip)."""
+    raw = os.environ.get("SPARKDOCTOR_FIX_INSTALL_TIMEOUT", "")
+    if not raw:
+        return TIMEOUT
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise UsageError(f"SPARKDOCTOR_FIX_INSTALL_TIMEOUT={raw}: give seconds, e.g. 1800")
+    return seconds
 
 
 def _fail(what: str, result: proc.ProcResult, dry_run: bool = False) -> FixError:
@@ -143,7 +160,7 @@ class PipInstaller(Installer):
         # every call runs pip without site, the install and uninstall too: no .pth import line or sitecustomize.py of the
         # target runs, and no process starts (wheels only, byte-compiled in pip's own process)
         pip_from = ["--pip-from", self.pip_from] if self.pip_from else []
-        result = self.target.run_script(Path(PIP_NO_SITE), [*keep_argument(), *pip_from, args[0], *base, *args[1:]], TIMEOUT,
+        result = self.target.run_script(Path(PIP_NO_SITE), [*keep_argument(), *pip_from, args[0], *base, *args[1:]], install_timeout(),
                                         env=_env(env))
         too_old = not pip_from and not result.ok and dry_run and any(old in (result.stderr or "") for old in OLD_PIP)
         if too_old and (misfit := own_pip_misfit(self.inventory.version)):
@@ -153,7 +170,7 @@ class PipInstaller(Installer):
             # a pip older than 22.2 has no --dry-run --report: sparkdoctor's pip resolves, run by the target's
             # interpreter without site, as whatif does; the install itself stays the target's own pip
             result = self.target.run_script(Path(PIP_NO_SITE), [*keep_argument(), "--pip-from", own, args[0], *base, *args[1:]],
-                                            TIMEOUT, env=_env(env))
+                                            install_timeout(), env=_env(env))
         if not result.ok:
             raise _fail(what, result, dry_run)
         return result
@@ -163,7 +180,7 @@ class PipInstaller(Installer):
         the plan's note: read once, as pip merges them for the user."""
         if self.settings is None:
             pip_from = ["--pip-from", self.pip_from] if self.pip_from else []
-            result = self.target.run_script(Path(PIP_NO_SITE), [*pip_from, "--list-settings"], TIMEOUT, env=_env(None))
+            result = self.target.run_script(Path(PIP_NO_SITE), [*pip_from, "--list-settings"], install_timeout(), env=_env(None))
             if not result.ok:
                 raise _fail("reading pip's settings", result, dry_run=True)
             self.settings = pip_settings.parse(result.stdout or "")
@@ -229,7 +246,7 @@ class PipInstaller(Installer):
             with self.files.scratch() as tmp:
                 # without site, as the comment in _pip says: fetching wheels needs no package's .pth line
                 pip_from = [*keep_argument(), *(["--pip-from", self.pip_from] if self.pip_from else [])]
-                _fetch(requirements, tmp, lambda args: self.target.run_script(Path(PIP_NO_SITE), [*pip_from, *args], TIMEOUT, env=_env(None)))
+                _fetch(requirements, tmp, lambda args: self.target.run_script(Path(PIP_NO_SITE), [*pip_from, *args], install_timeout(), env=_env(None)))
                 names = [n for n in self.files.listdir(tmp) if n.endswith(".whl")]
                 got = self.files.export([f"{tmp}/{n}" for n in names], Path(dest))
                 for path, row in got.items():
