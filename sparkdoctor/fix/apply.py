@@ -45,6 +45,7 @@ from sparkdoctor.fix.interface import (
 from sparkdoctor.fix.inventory import (
     Dist,
     Inventory,
+    lock_of,
     target_key,
     target_label,
     target_record,
@@ -140,7 +141,7 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
     header = _header(target, plan, inventory, installer)
     key, label = target_key(header["target"]), target_label(header["target"])
     running_before = set(proc.live_pids())  # not the apply's to stop (a caller's own children, in-process)
-    with jr.target_lock(key, label), children_die_with_parent():
+    with jr.target_lock(*lock_of(target, header["target"])), children_die_with_parent():
         stuck = jr.unfinished_for(key, target_key)
         if stuck:
             raise Refusal(f"journal {stuck.id} of this target stopped mid-apply: run `sparkdoctor fix --rollback {stuck.id}` first")
@@ -252,7 +253,7 @@ def rollback(target: Target, journal: jr.Journal, installer_for: Callable[[Inven
     record = journal.data["target"]
     key, label = target_key(record), target_label(record)
     sides = sides_of(target)
-    with jr.target_lock(key, label), children_die_with_parent():
+    with jr.target_lock(*lock_of(target, record)), children_die_with_parent():
         inventory = inv_mod.read(target, before_changes=True)
         installer = installer_for(inventory)
         restorer = Restorer(target, journal, installer, sides, Boundaries("rollback"))

@@ -66,7 +66,9 @@ def install_timeout() -> float:
     return seconds
 
 
-def _fail(what: str, result: proc.ProcResult, dry_run: bool = False) -> FixError:
+def _fail(what: str, result: proc.ProcResult, dry_run: bool = False, sources: str | None = None) -> FixError:
+    """sources: the package sources fix's pip ran without (pip_settings.sources_set_aside), said when a package was not
+    found: the one place the user learns why a package their pip finds is missing."""
     text = result.stderr or result.stdout
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith(("ERROR", "error"))]
@@ -76,15 +78,17 @@ def _fail(what: str, result: proc.ProcResult, dry_run: bool = False) -> FixError
     if result.returncode is None or result.signal:
         last = result.describe_failure()
     conflict = resolution_conflict(f"{result.stderr}\n{result.stdout}")  # pip writes the causes to stdout
-    hint = f" ({NO_WHEEL})" if re.search(r"from versions:|no matching distribution|no usable wheels|no wheels", text, re.I) else ""
+    missing = re.search(r"from versions:|no matching distribution|no usable wheels|no wheels", text, re.I)
+    hint = f" ({NO_WHEEL})" if missing else ""
+    after = f"; {sources}" if missing and sources else ""
     if conflict:
-        return ResolutionError(f"{what} failed: the requirements conflict: {conflict}{hint}" + ("; nothing was changed" if dry_run else ""))
+        return ResolutionError(f"{what} failed: the requirements conflict: {conflict}{hint}" + ("; nothing was changed" if dry_run else "") + after)
     if dry_run and index_unreachable(text):
         return UnchangedError(f"{what} failed: the package index cannot be reached ({last[:200]}); nothing was changed")
     last = f"{last[:300]}{hint}"
     if dry_run:  # a dry run changes nothing, whatever made it fail
-        return UnchangedError(f"{what} failed: {last[:600]}; nothing was changed")
-    return FixError(f"{what} failed: {last[:600]}")
+        return UnchangedError(f"{what} failed: {last[:600]}; nothing was changed{after}")
+    return FixError(f"{what} failed: {last[:600]}{after}")
 
 
 _PIP_CAUSE = re.compile(r"^\s*(The user requested(?: \(constraint\))? .+|\S+ \S+ depends on .+)$")
@@ -172,8 +176,16 @@ class PipInstaller(Installer):
             result = self.target.run_script(Path(PIP_NO_SITE), [*keep_argument(), "--pip-from", own, args[0], *base, *args[1:]],
                                             install_timeout(), env=_env(env))
         if not result.ok:
-            raise _fail(what, result, dry_run)
+            raise _fail(what, result, dry_run, self._sources())
         return result
+
+    def _sources(self) -> str | None:
+        """The package sources set aside, for a failure's line (None when they cannot be read: the failure stands)."""
+        try:
+            self.set_aside()
+        except FixError:
+            return None
+        return pip_settings.sources_set_aside(self.settings or {})
 
     def set_aside(self) -> list[str]:
         """The user's pip settings (the target's environment and pip config files) that fix's pip runs without, as

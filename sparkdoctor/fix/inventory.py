@@ -174,6 +174,19 @@ def target_label(record: Mapping[str, object]) -> str:
     return str(record.get("python"))
 
 
+def lock_of(target: Target, record: Mapping[str, object]) -> tuple[str, str]:
+    """The key and label of the target's lock (journal.target_lock). A container's is the container itself, by the
+    name its runtime reports: `fix --yes` takes it before its probe, from the interpreter as named (`python`, found
+    on the container's PATH), the apply and a rollback from the interpreter the probe reported (/opt/venv/bin/python),
+    and keyed by the interpreter these were two lock files, so a rollback running was not met until the plan was made.
+    A local target's is its target_key (a venv's folder, however its interpreter is named)."""
+    if record.get("kind") == "container":
+        info = getattr(target, "info", None) or {}
+        name = str(info.get("name") or record.get("container"))
+        return f"container:{name}", f"container {name}"
+    return target_key(record), target_label(record)
+
+
 def target_key(record: Mapping[str, object]) -> str:
     """One key per target (its lock, its unfinished journals): a container's paths are not this machine's."""
     if record.get("kind") == "container":

@@ -16,8 +16,10 @@ import re
 KEEP = ("index-url", "cert", "client-cert", "proxy", "trusted-host", "timeout", "default-timeout", "retries",
         "keyring-provider", "no-index", "find-links", "constraint", "cache-dir", "no-cache-dir", "break-system-packages")
 """Kept: how pip reaches the index (or the wheel folder of a box without one) and may write its cache; the
-constraints fix edits and reads itself; PEP 668's consent, which fix's --system checks. find-links is kept: it is how
-a box without an index reaches packages at all (a folder of wheels the user names)."""
+constraints fix edits and reads itself; PEP 668's consent, which fix's --system checks. find-links is kept where it
+names the user's own files (a folder, a file:// URL: how a box without an index reaches its wheels); a remote page of
+links (http://, https://) is a source beside the index, set aside as extra-index-url is, unless no-index makes it the
+only source (then it is the user's index, as index-url is). targets/target_pip_dry.py applies the same rule."""
 
 QUIET = frozenset({"disable-pip-version-check", "no-input", "progress-bar", "quiet", "verbose", "no-color", "log",
                    "log-file", "local-log", "root-user-action", "no-warn-script-location", "no-warn-conflicts",
@@ -30,7 +32,10 @@ _WHY = {
     "user": "installs into the user's site-packages (~/.local), not the target's environment",
     "target": _ELSEWHERE, "prefix": _ELSEWHERE, "root": _ELSEWHERE, "src": _ELSEWHERE,
     "python": "runs pip for another interpreter",
-    "extra-index-url": "a second index can serve any package the plan names (dependency confusion)",
+    "extra-index-url": "an index beside the index-url can serve any package the plan names (dependency confusion); to "
+                       "install from it, make it the index-url",
+    "find-links": "a remote page of links beside the index can serve any package the plan names (dependency confusion); "
+                  "to install from it, put its wheels in a folder and name that folder in find-links",
     "pre": "lets in pre-releases the plan does not name",
     "upgrade": _WHAT, "upgrade-strategy": _WHAT, "force-reinstall": _WHAT, "ignore-installed": _WHAT, "no-deps": _WHAT,
     "requirement": "installs what the plan does not name", "editable": "installs what the plan does not name",
@@ -41,6 +46,19 @@ _OTHER = "changes what pip does; fix installs exactly its plan"
 _LINE = re.compile(r"^(:env:|[A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)=(.*)$")
 _USERINFO = re.compile(r"(://)[^/@\s]+@")
 COMMANDS = ("global", "install", "download", "uninstall")
+_TRUE = frozenset({"1", "true", "yes", "y", "on", "t"})  # pip's strtobool
+
+
+def remote_link(entry: str) -> bool:
+    """A find-links entry that is not the user's own files: a URL of any scheme but file:."""
+    return "://" in entry and not entry.lower().startswith("file:")
+
+
+def only_source(settings: dict[tuple[str, str], str]) -> bool:
+    """no-index is on for the install (pip's order: the environment, [install], [global]): find-links is then the
+    only source, the user's index."""
+    value = next((settings[(s, "no-index")] for s in (":env:", "install", "global") if (s, "no-index") in settings), "")
+    return value.strip().lower() in _TRUE
 
 
 def keep_argument() -> list[str]:
@@ -66,12 +84,17 @@ def parse(text: str) -> dict[tuple[str, str], str]:
 def set_aside(settings: dict[tuple[str, str], str]) -> list[str]:
     """One entry per setting fix's pip runs without, with its value (a URL's user and password hidden) and why."""
     out: list[str] = []
+    alone = only_source(settings)
     for (section, key), value in sorted(settings.items()):
         if not value.strip() or section not in (":env:", *COMMANDS) or key in QUIET:
             continue
+        if key == "find-links":  # kept but for its remote pages beside an index
+            value = "" if alone else " ".join(e for e in value.split() if remote_link(e))
+            if not value:
+                continue
         shown = _USERINFO.sub(r"\1***@", value)[:120]
         where = f"PIP_{key.upper().replace('-', '_')}={shown}" if section == ":env:" else f"[{section}] {key} = {shown} (a pip config file)"
-        if key not in KEEP:
+        if key not in KEEP or key == "find-links":
             out.append(f"{where}: {_WHY.get(key, _OTHER)}")
     return out
 
@@ -85,4 +108,17 @@ def note(settings: dict[tuple[str, str], str]) -> str | None:
             "only those that reach the package index are kept): " + "; ".join(found))
 
 
-__all__ = ["KEEP", "keep_argument", "note", "parse", "set_aside"]
+def sources_set_aside(settings: dict[tuple[str, str], str]) -> str | None:
+    """For the one line of a plan whose package was not found: the package sources fix's pip ran without (an extra
+    index, a remote page of links) and how to install from one; None when none was set aside."""
+    found = [line.split(": ", 1)[0] for line in set_aside(settings)
+             if line.startswith(("PIP_EXTRA_INDEX_URL=", "PIP_FIND_LINKS=")) or " extra-index-url = " in line
+             or " find-links = " in line]
+    if not found:
+        return None
+    return ("fix's pip ran without these package sources beside the index (dependency confusion): " + "; ".join(found)
+            + "; a package only there is not found: to install from one, make it the index-url (PIP_INDEX_URL), or put "
+            "its wheels in a folder named in find-links")
+
+
+__all__ = ["KEEP", "keep_argument", "note", "only_source", "parse", "remote_link", "set_aside", "sources_set_aside"]

@@ -69,10 +69,10 @@ def make_plan(request: CheckRequest, options: FixOptions, progress: Callable[[st
 def held_for_apply(target: Target) -> AbstractContextManager[None]:
     """The target's lock, taken before `fix --yes` checks and plans: a second apply on a target another fix or rollback
     is changing is refused at once, in one line (its check and plan took about 10 s before it met the lock). Keyed as
-    the apply keys it, from the target as named (the apply takes it again with the interpreter the probe found)."""
+    the apply and a rollback key it (inventory.lock_of: a container by its name, whichever interpreter was named)."""
     desc = target.describe()
     record = {"kind": desc.get("kind", "python"), "python": desc.get("python"), "container": desc.get("container")}
-    return jr.target_lock(inv_mod.target_key(record), inv_mod.target_label(record))
+    return jr.target_lock(*inv_mod.lock_of(target, record))
 
 
 def unprobed_why(report: Report) -> str:

@@ -81,7 +81,8 @@ def _settings():
 
 def _only_settings(keep, command):
     """pip's settings narrowed to the names in `keep` (fix's: those needed to reach the package index at all), each
-    with the value pip itself would use for `command`: every other PIP_* variable is dropped, the kept ones found
+    with the value pip itself would use for `command` (find-links without its remote pages, unless no-index makes it
+    the only source): every other PIP_* variable is dropped, the kept ones found
     only in a config file become variables (pip's order: the environment, then the command's section, then
     [global]), and PIP_CONFIG_FILE=os.devnull, which pip documents as loading no configuration file at all
     (`--isolated` still loads the global and site files)."""
@@ -94,6 +95,15 @@ def _only_settings(keep, command):
         value = values.get(command + "." + key) or values.get("global." + key)
         if name not in os.environ and value:
             os.environ[name] = value
+    links = os.environ.get("PIP_FIND_LINKS", "")
+    if links and os.environ.get("PIP_NO_INDEX", "").strip().lower() not in ("1", "true", "yes", "y", "on", "t"):
+        # beside an index, a remote page of links is a second source, as an extra index is (fix/pip_settings.py): only
+        # the user's own files are kept; with no-index it is the only source, the user's index, and kept whole
+        local = [e for e in links.split() if "://" not in e or e.lower().startswith("file:")]
+        if local:
+            os.environ["PIP_FIND_LINKS"] = " ".join(local)
+        else:
+            del os.environ["PIP_FIND_LINKS"]
     os.environ["PIP_CONFIG_FILE"] = os.devnull
 
 

@@ -5,16 +5,20 @@ taken again by the process that holds it (fix --yes takes it before its check, t
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from sparkdoctor import proc
 from sparkdoctor.fix import pip_settings
-from sparkdoctor.fix.installers import for_target
+from sparkdoctor.fix.installers import _fail, for_target
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.journal import key_digest, target_lock
+from sparkdoctor.targets.early import PIP_NO_SITE
 from sparkdoctor.targets.local import PythonTarget
 from tests.fix import scenario
 
@@ -41,7 +45,8 @@ def test_the_settings_that_reach_the_index_are_kept_and_the_others_named_with_wh
     assert settings[(":env:", "user")] == "1" and settings[("global", "index-url")] == "https://mirror.example/simple"
     found = pip_settings.set_aside(settings)
     assert found == [
-        "PIP_EXTRA_INDEX_URL=https://***@second.example/simple: a second index can serve any package the plan names (dependency confusion)",
+        "PIP_EXTRA_INDEX_URL=https://***@second.example/simple: an index beside the index-url can serve any package the plan "
+        "names (dependency confusion); to install from it, make it the index-url",
         "PIP_USER=1: installs into the user's site-packages (~/.local), not the target's environment",
         "[install] no-binary = :all: (a pip config file): fix installs wheels only",
         "[install] pre = true (a pip config file): lets in pre-releases the plan does not name",
@@ -51,6 +56,54 @@ def test_the_settings_that_reach_the_index_are_kept_and_the_others_named_with_wh
     assert "s3cret" not in pip_settings.note(settings)  # type: ignore[operator]
     assert pip_settings.note(pip_settings.parse(":env:.cert='/c'\nglobal.index-url='https://m/simple'\n")) is None
     assert "cert" in pip_settings.KEEP and "index-url" in pip_settings.KEEP and "extra-index-url" not in pip_settings.KEEP
+
+
+def test_a_remote_page_of_links_beside_an_index_is_set_aside_as_an_extra_index_is_and_kept_as_the_only_source():
+    """Before: find-links was kept whatever it named, so a remote page served the plan's packages beside the index,
+    and no note said so. Now only the user's own files (a folder, file://) are kept beside an index."""
+    listed = ":env:.find-links='/opt/wheels https://links.example/wheels/ file:///srv/w'\nglobal.find-links='http://old/'\n"
+    found = pip_settings.set_aside(pip_settings.parse(listed))
+    why = pip_settings._WHY["find-links"]
+    assert found == [f"PIP_FIND_LINKS=https://links.example/wheels/: {why}", f"[global] find-links = http://old/ (a pip config file): {why}"]
+    assert "dependency confusion" in why and "folder" in why
+    assert pip_settings.set_aside(pip_settings.parse(listed + "install.no-index='true'\n")) == []  # the only source
+    assert pip_settings.set_aside(pip_settings.parse(listed + ":env:.no-index='0'\ninstall.no-index='1'\n")) == found
+    assert pip_settings.set_aside(pip_settings.parse(":env:.find-links='/opt/wheels file:///srv/w'\n")) == []
+
+
+def test_the_sources_set_aside_are_said_in_the_one_line_of_a_package_not_found():
+    """Before: a package only an extra index (set aside) had failed the plan's dry run, exit 6, and its one line did not
+    say that the index was set aside, nor how to install from it (the plan's note is printed with a plan only)."""
+    settings = pip_settings.parse(":env:.extra-index-url='https://u:pw@cuda.example/simple'\nglobal.find-links='https://l/'\n"
+                                  "install.pre='1'\n")
+    sources = pip_settings.sources_set_aside(settings)
+    assert sources is not None and "pw" not in sources
+    assert "PIP_EXTRA_INDEX_URL=https://***@cuda.example/simple; [global] find-links = https://l/" in sources, sources
+    assert "pre" not in sources and "make it the index-url (PIP_INDEX_URL)" in sources
+    assert pip_settings.sources_set_aside(pip_settings.parse("install.pre='1'\n")) is None
+    lost = proc.ProcResult(["pip"], 1, "", "ERROR: No matching distribution found for torch==2.9.0+cu130\n", 1.0)
+    line = str(_fail("pip dry run of torch==2.9.0+cu130", lost, True, sources))
+    assert line.endswith(f"nothing was changed; {sources}") and "\n" not in line, line
+    other = proc.ProcResult(["pip"], 1, "", "ERROR: Could not install packages due to an OSError: disk full\n", 1.0)
+    assert sources not in str(_fail("pip install x", other, False, sources))  # only where a package was not found
+
+
+def test_the_target_script_keeps_only_the_users_own_find_links_beside_an_index(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("target_pip_dry_under_test", PIP_NO_SITE)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nfind-links = /opt/wheels https://links.example/w/\nextra-index-url = https://x/simple\n")
+    keep = set(pip_settings.KEEP)
+    for env, links in (({}, "/opt/wheels"), ({"PIP_FIND_LINKS": "https://only.example/"}, None),
+                       ({"PIP_NO_INDEX": "1"}, "/opt/wheels https://links.example/w/"),
+                       ({"PIP_FIND_LINKS": "file:///w https://a/ /b"}, "file:///w /b")):
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+        monkeypatch.setattr(os, "environ", {**environ, "PIP_CONFIG_FILE": str(conf), **env})
+        script._only_settings(keep, "install")
+        assert os.environ.get("PIP_FIND_LINKS") == links, (env, os.environ.get("PIP_FIND_LINKS"))
+        assert "PIP_EXTRA_INDEX_URL" not in os.environ and os.environ["PIP_CONFIG_FILE"] == os.devnull
 
 
 class RecordedContainer:
