@@ -9,8 +9,10 @@ cannot be written (closed, or hung up: EIO) loses the progress, never what the c
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -27,7 +29,7 @@ PLAIN_REPEAT_S = 20.0  # a stage's ticking status (its elapsed seconds in parent
 def progress_line(enabled: bool = True, command: str = "bench") -> Iterator[Callable[[str], None]]:
     """Progress on stderr (never stdout: JSON owns it): a rich status line on a terminal; otherwise (CI, a
     pipe, a log file) plain lines, `sparkdoctor: [mm:ss] message`, one per stage (a stage's ticking status, its
-    seconds in parentheses, once every PLAIN_REPEAT_S), starting once the command has run PLAIN_PROGRESS_AFTER_S seconds (SPARKDOCTOR_PROGRESS_AFTER_S; "off" never), so a quick answer or
+    seconds in parentheses, once every PLAIN_REPEAT_S), starting once the command has run PLAIN_PROGRESS_AFTER_S seconds (SPARKDOCTOR_PROGRESS_AFTER_S; "off" never; a stage said earlier and still running then is named then), so a quick answer or
     a one-line error stays alone while a 20-minute A/B is never silent. `command` names the verb on the terminal's
     status line."""
     if not enabled:
@@ -60,20 +62,47 @@ def progress_line(enabled: bool = True, command: str = "bench") -> Iterator[Call
         after = PLAIN_PROGRESS_AFTER_S
     started = time.monotonic()
     last_stage, last_at = "", 0.0
+    held: list[str] = []  # the last stage said before `after` seconds: named when the command is still running then
+    lock = threading.Lock()
+    ended = False
 
-    def plain(msg: str) -> None:
+    def write(msg: str, now: float) -> None:
         nonlocal last_stage, last_at
-        now = time.monotonic()
-        elapsed = now - started
-        stage = msg.split(" (", 1)[0]  # "starting x (12s): ..." ticks each second within one stage
-        if elapsed < after or (stage == last_stage and now - last_at < PLAIN_REPEAT_S):
-            return
-        last_stage, last_at = stage, now
-        minutes, seconds = divmod(int(elapsed), 60)
+        last_stage, last_at = msg.split(" (", 1)[0], now  # "starting x (12s): ..." ticks each second within one stage
+        minutes, seconds = divmod(int(now - started), 60)
         try:
             sys.stderr.write(f"sparkdoctor: [{minutes:02d}:{seconds:02d}] {one_line(msg)}\n")
             sys.stderr.flush()
         except (OSError, ValueError, AttributeError):  # a full or closed stderr: progress is lost, not the outcome
             pass
 
-    yield plain
+    def plain(msg: str) -> None:
+        with lock:
+            now = time.monotonic()
+            if now - started < after:
+                held[:] = [msg]
+                return
+            held.clear()
+            if msg.split(" (", 1)[0] == last_stage and now - last_at < PLAIN_REPEAT_S:
+                return
+            write(msg, now)
+
+    def name_the_held_stage() -> None:
+        """A stage said early that is still running once the command has run `after` seconds (a pip resolution
+        that says nothing for minutes) is named then, not only when the next stage begins."""
+        with lock:
+            if held and not ended:
+                write(held.pop(), time.monotonic())
+
+    timer = None
+    if math.isfinite(after) and after < 86400:  # nan, inf or a day and more: no timer (nor an overflow in one)
+        timer = threading.Timer(max(after, 0.0), name_the_held_stage)
+        timer.daemon = True
+        timer.start()
+    try:
+        yield plain
+    finally:
+        with lock:
+            ended = True
+        if timer is not None:
+            timer.cancel()

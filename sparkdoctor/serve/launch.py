@@ -156,6 +156,7 @@ class LocalServer:
     def __init__(self, recipe: Recipe, port: int, run_dir: Path, python: str | Path | None, grace: float = GRACE_S):
         self.recipe, self.run_dir, self.grace = recipe, run_dir, grace
         self.argv, extra_env = _resolve_argv(rebind(launched_argv(recipe), LOCALHOST, port), python)
+        self.bin_dir = Path(python).parent if python is not None else None
         self.env = {**os.environ, **extra_env, **recipe.env}
         self.env.setdefault("PYTHONUNBUFFERED", "1")
         self.running: proc.Running | None = None
@@ -194,7 +195,7 @@ class LocalServer:
         self.reaping = reaper.hold(self.token)  # before the start: a daemon may leave the group at once
         self.running = proc.start(argv, env=self.env, cwd=str(self.run_dir))
         if self.running.popen is None:
-            raise LaunchError(f"{self.recipe.name}: {Path(self.argv[0]).name} could not start: {self.running.start_error}")
+            raise LaunchError(self._start_failed(self.running.start_error))
         popen = self.running.popen
         start = start_time(popen.pid)  # our unreaped child: the pid cannot be another process yet
         self.floor = int(start) if start and start.isdigit() else None
@@ -202,9 +203,18 @@ class LocalServer:
         self.pgid = popen.pid  # the supervisor leads the group the server runs in
         doc = registry.wait_record(self.record, lambda: popen.poll() is None) or {}
         if doc.get("start_error"):
-            raise LaunchError(f"{self.recipe.name}: {Path(self.argv[0]).name} could not start: {doc['start_error']}")
+            raise LaunchError(self._start_failed(doc["start_error"]))
         server = doc.get("server")
         self.pid = int((server.get("pid") if isinstance(server, dict) else None) or popen.pid)
+
+    def _start_failed(self, why: object) -> str:
+        """One line: the program could not start; for a program looked up by name that is not there, where it
+        was looked for (a --python venv without vLLM is the usual reason)."""
+        line = f"{self.recipe.name}: {Path(self.argv[0]).name} could not start: {why}"
+        if "No such file" in str(why) and os.sep not in self.argv[0]:
+            where = f"in {self.bin_dir} (the --python environment) nor on PATH" if self.bin_dir else "on PATH"
+            line += f": no `{self.argv[0]}` {where}"
+        return line
 
     def exited(self) -> int | None:
         return self.running.popen.poll() if self.running and self.running.popen else -1

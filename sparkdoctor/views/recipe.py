@@ -16,7 +16,7 @@ from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.recipes.show import document
 from sparkdoctor.result import Format
 from sparkdoctor.text import shown
-from sparkdoctor.views import View, drawn
+from sparkdoctor.views import View
 
 SHOWN = 2000  # characters of one value the console shows
 _FORMAT_NAMES = {"sparkdoctor": "sparkdoctor TOML", "eugr-v1": "eugr/spark-vllm-docker v1 YAML",
@@ -94,4 +94,4 @@ def _changes_inside(recipe: Recipe, console: Console) -> None:
                 console.print(f"  {e(str(name))}: {e(str(body))}", soft_wrap=True)
 
 
-VIEW = View(Recipe, {Format.console: drawn(render_console), Format.json: lambda result, sink: document(result.data)})
+VIEW = View(Recipe, {Format.console: lambda result, sink: sink.wide(lambda console: render_console(result.data, console)), Format.json: lambda result, sink: document(result.data)})

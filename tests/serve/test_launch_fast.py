@@ -153,6 +153,23 @@ def test_a_command_that_is_not_there(tmp_path):
             pass
 
 
+def test_a_command_missing_from_the_python_environment_names_where_it_was_looked_for(tmp_path):
+    """`bench tiny-cpu --python VENV/bin/python` on a venv without vLLM said only `vllm could not start: No such file
+    or directory`: which file, and where? The line names the environment's bin/ and PATH, where it was looked for."""
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    python = venv_bin / "python"
+    python.symlink_to(sys.executable)
+    r = Recipe(name="missing", source_path="t", format="sparkdoctor", argv=["sparkdoctor-no-such-server", "serve"])
+    with pytest.raises(LaunchError) as caught:
+        with launch(r, run_dir=tmp_path, matrix=[], ready_timeout=5, python=python):
+            pass
+    line = str(caught.value)
+    assert line.startswith("missing: sparkdoctor-no-such-server could not start: No such file"), line
+    assert f"no `sparkdoctor-no-such-server` in {venv_bin} (the --python environment) nor on PATH" in line, line
+    assert "\n" not in line
+
+
 def test_terminate_reports_a_group_that_was_already_gone():
     report = terminate(2**22 + 12345)
     assert report.clean and report.signals == [] and "nothing left" in report.describe()

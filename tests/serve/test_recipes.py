@@ -289,6 +289,23 @@ def test_recipe_show_console_and_errors_are_one_line():
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no such recipe file" in missing.stderr
 
 
+def test_recipe_show_on_a_pipe_keeps_every_field_name_whole():
+    """On a pipe (80 columns) the field column was cut: `env VLLM_ENABLE_V1_MULTIPROCE…`, and `param
+    kv_cache_memory_bytes` broke over two lines, so `recipe show R | grep VLLM_ENABLE_V1_MULTIPROCESSING` found nothing.
+    On a pipe recipe show is drawn 160 columns wide, as recipe check is: a row is one line."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "FORCE_COLOR")}
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "recipe", "show", "tiny-cpu", "--set", "model=./models/tiny"],
+                          capture_output=True, text=True, timeout=60, cwd=REPO, env=env)
+    assert done.returncode == 0, done.stderr
+    for name in ("env VLLM_ENABLE_V1_MULTIPROCESSING", "param kv_cache_memory_bytes", "env VLLM_USE_AOT_COMPILE"):
+        assert any(line.startswith(name) for line in done.stdout.splitlines()), done.stdout
+    assert "\u2026" not in done.stdout
+    assert "launcher: 127.0.0.1, a free port" in done.stdout
+    assert max(len(line) for line in done.stdout.splitlines() if not line.startswith("  vllm serve")) <= 160
+
+
 def test_a_stored_recipe_comes_back_equal_and_a_tampered_one_is_refused():
     r = recipes.load(DATA / "deepseek-v4-flash.yaml")
     doc = json.loads(json.dumps(r.to_dict()))
