@@ -100,7 +100,8 @@ def _umask() -> int:
 
 
 def target_of(path: Path) -> Path:
-    """The regular file `path` names (through symlinks), or OutputError saying why it is none."""
+    """The regular file `path` names (through symlinks), or OutputError saying why it is none; /dev/null (itself or
+    through a link) is taken as it is: what is written there is discarded."""
     if str(path) in ("", "."):
         raise OutputError("is a directory; name a file")
     try:
@@ -113,14 +114,20 @@ def target_of(path: Path) -> Path:
         raise OutputError(exc.strerror or str(exc)) from None
     if stat.S_ISDIR(st.st_mode):
         raise OutputError("is a directory; name a file")
+    real = os.path.realpath(path)
+    if real == os.devnull and stat.S_ISCHR(st.st_mode):
+        return Path(os.devnull)  # the one device named to discard what is written: write_text writes nothing
     if not stat.S_ISREG(st.st_mode):
         raise OutputError("is not a regular file (a device, FIFO or socket); sparkdoctor writes only regular files")
-    return Path(os.path.realpath(path))
+    return Path(real)
 
 
 def write_text(path: Path, text: str) -> None:
-    """Replace `path` with `text` (UTF-8) atomically; OutputError (one line) if it cannot be done."""
+    """Replace `path` with `text` (UTF-8) atomically (/dev/null: nothing is written); OutputError (one line) if it
+    cannot be done."""
     final = target_of(Path(path))
+    if final == Path(os.devnull):
+        return
     folder = final.parent
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{final.name}.", suffix=".tmp")

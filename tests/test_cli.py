@@ -442,6 +442,20 @@ def test_output_refuses_special_files(run, matrix, tmp_path):
     assert stat.S_ISCHR(device.lstat().st_mode) or device == fifo
 
 
+def test_output_to_dev_null_is_discarded_and_the_facts_still_saved(run, matrix, tmp_path):
+    """`--save-facts f.json -o /dev/null`: the document is discarded (the null device is left as it is, through a
+    link too) and the facts are saved; before, /dev/null was refused as a device."""
+    link = tmp_path / "null-link"
+    link.symlink_to(os.devnull)
+    for target in (os.devnull, link):
+        facts = tmp_path / f"facts-{target == link}.json"
+        p = run("check", "--python", sys.executable, "--no-kernels", "--matrix", matrix, "--save-facts", facts,
+                "-f", "json", "-o", target)
+        assert p.returncode in (0, 1) and p.stdout == "" and "error" not in p.stderr, (p.returncode, p.stderr)
+        assert json.loads(facts.read_text())["schema"]
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode) and link.is_symlink()
+
+
 def test_output_to_a_folder_or_empty_name_is_one_line_and_leaves_nothing(run, matrix, tmp_path):
     folder = tmp_path / "out"
     folder.mkdir()

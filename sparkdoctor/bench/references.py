@@ -85,9 +85,11 @@ def check_path(path: Path, write: bool, prompts: Sequence[str] = ()) -> tuple[li
 
     if write:
         try:
-            files.target_of(path)
+            final = files.target_of(path)
         except OSError as exc:
             return None, f"--reference-file {path}: {exc.strerror or exc}"
+        if final == Path(os.devnull):  # a discarded reference can never be compared with: refused, not discarded
+            return None, f"--reference-file {path}: is a device; a reference is written only as a regular file"
         return None, None
     if not os.path.lexists(path):
         return None, (f"--reference-file {path}: no such file (to make one, bench a known-good server with "

@@ -213,9 +213,12 @@ def refuse_unwritable_output(output: Path | None, flag: str = "--output") -> Non
     if output is None:
         return
     try:
-        folder = target_of(output).parent
+        final = target_of(output)
     except OutputError as exc:
         raise UsageError(f"{flag} {output}: {exc}") from None
+    if final == Path(os.devnull):
+        return
+    folder = final.parent
     if not folder.is_dir():
         why = "is not a folder" if folder.exists() else "does not exist"
         raise UsageError(f"{flag} {output}: its folder {folder} {why}; nothing was done")
