@@ -30,6 +30,7 @@ from sparkdoctor.bench.load import load_record, machine_load
 from sparkdoctor.bench.measure import BenchError, Measurement, measure_url
 from sparkdoctor.bench.server import ServerInfo
 from sparkdoctor.bench.workload import Workload, WorkloadError
+from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.progress import progress_line
 from sparkdoctor.recipes import Recipe
 
@@ -373,6 +374,10 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
         signum = exc.signum if isinstance(exc, proc.Interrupted) else signal.SIGINT
         done = "; ".join(filter(None, [getattr(exc, "done", None), _kept_runs(stored, order, comparison_id)]))
         raise proc.Interrupted(signum, done=done) from exc
+    except SparkdoctorError as exc:  # an arm that failed after another was stored: the one line names what stays
+        if stored:
+            exc.args = (f"{exc}; {_kept_runs(stored, order, comparison_id)}", *exc.args[1:])
+        raise
     finally:
         if ledger is not None and comparison_id is not None:
             try:
