@@ -322,7 +322,8 @@ def _kept_runs(stored: list[int], order: list[str], comparison_id: int | None) -
     first = stored[0]
     return (f"kept {runs} of comparison {comparison_id}, marked interrupted; no verdict or conclusion uses "
             f"{'it' if len(stored) == 1 else 'them'}: `sparkdoctor history {first}` shows {'it' if len(stored) == 1 else 'the first'}"
-            + (f", `sparkdoctor history --compare {stored[0]} --compare {stored[1]}` compares them" if len(stored) > 1 else ""))
+            + (f", `sparkdoctor history --compare {stored[0]} --compare {stored[1]}` compares them" if len(stored) > 1 else "")
+            + f", `sparkdoctor history --delete {first}` removes {'it' if len(stored) == 1 else 'one'}")
 
 
 def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> ComparisonDocument:
