@@ -18,6 +18,7 @@ import typer
 
 from sparkdoctor.commands.options import (
     EMPTY,
+    NAMES_A_FILE,
     Fmt,
     Ledger,
     Output,
@@ -47,7 +48,7 @@ class HistoryCommand:
     fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
     output: Output = None
     html: Annotated[str | None, typer.Option("--html", metavar="FILE", help="Write the whole ledger as one self-contained HTML page (plots need plotly: pip install 'sparkdoctor-gb10\\[html]').")] = None
-    import_file: Annotated[str | None, typer.Option("--import", metavar="FILE", help="Store a run `bench` kept in FILE because the ledger could not take it; the file is removed once stored.")] = None
+    import_file: Annotated[str | None, typer.Option("--import", metavar="FILE", help="Store a run `bench` kept in FILE because the ledger could not take it; the file is removed once stored."), NAMES_A_FILE] = None
     delete: Annotated[int | None, typer.Option("--delete", metavar="RUN_ID", help="Say what removing this run from the ledger would change; with --yes remove it, kept in a file first (--import FILE stores it again).")] = None
     yes: Annotated[bool, typer.Option("--yes", help="With --delete: remove the run.")] = False
 
