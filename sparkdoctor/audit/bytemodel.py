@@ -183,13 +183,14 @@ TURBOQUANT_EDGE = 2
 # - int8_per_token_head, fp8_per_token_head: one byte a value (torch.int8 / torch.uint8, torch_utils.py at 0024350b) and
 #   one float32 scale a token a KV head for K and one for V, carved from the same allocation (kv_cache_interface.py at
 #   001cabc1: AttentionSpec.page_size_bytes adds 2 x block x KV heads x 4 bytes).
-# - int4_per_token_head: not sized. Its packing and its scales (float32 or fp16, one per head or per group of values,
-#   with or without zero points) differ between the pull requests that added it (vllm-project/vllm #38854, #39569,
-#   #39668), and no released source of it was read at a citable commit.
+# - int4_per_token_head: two int4 values a byte (head_size // 2 bytes, uint8) and one float32 scale a token a KV head for
+#   K and one for V, inline after each half (v1/attention/backends/triton_attn.py TritonAttentionBackend.customize_spec,
+#   read at e32eae27 of MatthewBonanni/vllm, a fork of vllm-project/vllm: content = (head_size // 2 + head_size_v // 2)
+#   x 1 byte + 2 x 4; v1/kv_cache_interface.py read at 7955a5f9 of LucasWilkinson/vllm: INT4_PER_TOKEN_HEAD "packed
+#   2xint4/byte", a per-token-head mode). The Triton backend is the only one that takes it.
 NVFP4_KV = ("nvfp4", "nvfp4_4over6")
-PER_TOKEN_HEAD_KV = {"int8_per_token_head": 4, "fp8_per_token_head": 4}  # name -> scale bytes a token a head, K and V each
-NOT_SIZED_KV = {"int4_per_token_head": "its int4 packing and per-token-head scales (dtype, count, zero points) differ "
-                "between the vLLM changes that added it and were not read at a citable commit"}
+# name -> (values a byte, scale bytes a token a head, K and V each)
+PER_TOKEN_HEAD_KV = {"int8_per_token_head": (1, 4), "fp8_per_token_head": (1, 4), "int4_per_token_head": (2, 4)}
 KV_DTYPES = (*KV_BYTES, *DS_MLA_RECORD, *TURBOQUANT_BITS, *NVFP4_KV, *PER_TOKEN_HEAD_KV)  # every --kv-cache-dtype the audit sizes
 
 
@@ -241,10 +242,10 @@ def kv_width(name: str, shape: ModelShape, model_bytes: float) -> tuple[float, s
         if name in NVFP4_KV:
             head = nvfp4_head_bytes(shape.head_dim)
             return head / shape.head_dim, f"{name} ({head} bytes a key or value head a token: fp4 values + fp8 scale a 16)"
-        head = shape.head_dim + PER_TOKEN_HEAD_KV[name]
-        return head / shape.head_dim, f"{name} ({head} bytes a key or value head a token: 1 byte a value + a float32 scale)"
-    if name in NOT_SIZED_KV:
-        raise ValueError(f"vLLM takes it; the audit does not size it: {NOT_SIZED_KV[name]}")
+        per_byte, scale = PER_TOKEN_HEAD_KV[name]
+        head = shape.head_dim // per_byte + scale
+        values = "1 byte a value" if per_byte == 1 else f"{per_byte} values a byte"
+        return head / shape.head_dim, f"{name} ({head} bytes a key or value head a token: {values} + a float32 scale)"
     raise ValueError(f"vLLM takes it; the audit does not size its layout (it sizes {', '.join(KV_DTYPES)})")
 
 

@@ -30,6 +30,7 @@ from sparkdoctor.bench.load import load_record, machine_load
 from sparkdoctor.bench.measure import BenchError, Measurement, measure_url
 from sparkdoctor.bench.server import ServerInfo
 from sparkdoctor.bench.workload import Workload, WorkloadError
+from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.progress import progress_line
 from sparkdoctor.recipes import Recipe
 
@@ -321,7 +322,8 @@ def _kept_runs(stored: list[int], order: list[str], comparison_id: int | None) -
     first = stored[0]
     return (f"kept {runs} of comparison {comparison_id}, marked interrupted; no verdict or conclusion uses "
             f"{'it' if len(stored) == 1 else 'them'}: `sparkdoctor history {first}` shows {'it' if len(stored) == 1 else 'the first'}"
-            + (f", `sparkdoctor history --compare {stored[0]} --compare {stored[1]}` compares them" if len(stored) > 1 else ""))
+            + (f", `sparkdoctor history --compare {stored[0]} --compare {stored[1]}` compares them" if len(stored) > 1 else "")
+            + f", `sparkdoctor history --delete {first}` removes {'it' if len(stored) == 1 else 'one'}")
 
 
 def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> ComparisonDocument:
@@ -373,6 +375,10 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
         signum = exc.signum if isinstance(exc, proc.Interrupted) else signal.SIGINT
         done = "; ".join(filter(None, [getattr(exc, "done", None), _kept_runs(stored, order, comparison_id)]))
         raise proc.Interrupted(signum, done=done) from exc
+    except SparkdoctorError as exc:  # an arm that failed after another was stored: the one line names what stays
+        if stored:
+            exc.args = (f"{exc}; {_kept_runs(stored, order, comparison_id)}", *exc.args[1:])
+        raise
     finally:
         if ledger is not None and comparison_id is not None:
             try:

@@ -77,3 +77,17 @@ class HistoryImport(HistoryDocument):
     already: bool = False  # the ledger held this run already (the file was imported before): not stored twice
 
     kind = "history-import"
+
+
+@dataclass
+class HistoryDelete(HistoryDocument):
+    """A run removed from the ledger (`history --delete RUN_ID --yes`), or, without --yes, what would be removed."""
+
+    ledger: str
+    run_id: int
+    deleted: bool  # False: a dry run, nothing changed
+    run: dict[str, object]  # created_at, recipe_name, comparison_id, arm, headline
+    conclusions: list[str] = field(default_factory=list)  # the conclusions that name it (a rerun reports them broken)
+    kept: str | None = None  # the file that holds the removed run (`history --import FILE` stores it again)
+
+    kind = "history-delete"

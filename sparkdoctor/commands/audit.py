@@ -13,6 +13,7 @@ import typer
 from sparkdoctor.cli_support import DEFAULT_TIMEOUT
 from sparkdoctor.commands.options import (
     EMPTY,
+    NAMES_A_FILE,
     Fmt,
     Output,
     Timeout,
@@ -33,7 +34,7 @@ FORMATS = VIEW.formats
 @dataclass
 class AuditCommand:
     model: Annotated[str | None, typer.Argument(help="Checkpoint folder, or a model in the Hugging Face cache: org/name, org/name@revision or a snapshot id (never downloaded). Optional with --recipe: the recipe's model.")] = None
-    recipe: Annotated[str | None, typer.Option("--recipe", help="Size the fit as this recipe launches (its --max-model-len, --max-num-seqs, --gpu-memory-utilization, --kv-cache-dtype, --dtype); options given here win.")] = None
+    recipe: Annotated[str | None, typer.Option("--recipe", help="Size the fit as this recipe launches (its --max-model-len, --max-num-seqs, --gpu-memory-utilization, --kv-cache-dtype, --dtype); options given here win."), NAMES_A_FILE] = None
     sets: Annotated[list[str], typer.Option("--set", help="--recipe parameter key=value or env.NAME=value (repeatable)."), EMPTY] = field(default_factory=list)
     bandwidth: Annotated[float | None, typer.Option("--bandwidth", help="Memory bandwidth in GB/s (default: the GPU's; GB10 = 273).")] = None
     gpu: Annotated[str | None, typer.Option("--gpu", help="Take bandwidth and memory from this GPU (gb10, h100-sxm, h100-pcie, h200, ...) instead of the detected one.")] = None

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from sparkdoctor.commands.options import (
+    NAMES_A_FILE,
     Fmt,
     Ledger,
     Output,
@@ -46,7 +47,7 @@ class BenchCommand:
     sets: Annotated[Sets, typer.Option("--set", help="Recipe parameter key=value or env.NAME=value (repeatable; both recipes of --vs).")] = field(default_factory=list)
     local: Annotated[bool, typer.Option("--local", help="Run a recipe that names a container directly in the target environment.")] = False
     runtime: Annotated[str | None, typer.Option("--runtime", help="Container CLI for a recipe that names a container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman).")] = None
-    python: Annotated[str | None, typer.Option("--python", help="Interpreter (or venv) whose toolchain the run is stored with. Default: the recipe command's venv, else as `check`.")] = None
+    python: Annotated[str | None, typer.Option("--python", help="Interpreter (or venv) whose toolchain the run is stored with. Default: the recipe command's venv, else as `check`."), NAMES_A_FILE] = None
     concurrency: Annotated[str | None, typer.Option("--concurrency", help="Concurrency levels, comma separated (default 1,4).")] = None
     rounds: Annotated[int | None, typer.Option("--rounds", help="Rounds per level (default 5).")] = None
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Output tokens per request (default 64).")] = None

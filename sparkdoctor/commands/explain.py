@@ -19,6 +19,7 @@ import typer
 
 from sparkdoctor.cli_support import DEFAULT_TIMEOUT
 from sparkdoctor.commands.options import (
+    NAMES_A_FILE,
     Fmt,
     Output,
     Timeout,
@@ -37,7 +38,7 @@ _TOO_BIG = f"more than {MAX_BYTES // (1024 * 1024)} MiB; pass the part of the lo
 
 @dataclass
 class ExplainCommand:
-    source: Annotated[str, typer.Argument(metavar="[FILE|-]", help="A log or pasted error text; '-' (default) reads stdin.")] = "-"
+    source: Annotated[str, typer.Argument(metavar="[FILE|-]", help="A log or pasted error text; '-' (default) reads stdin."), NAMES_A_FILE] = "-"
     matrix: Annotated[Path | None, typer.Option("--matrix", help="Matrix folder or file (default: bundled).")] = None
     fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
     output: Output = None

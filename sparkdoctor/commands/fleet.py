@@ -18,6 +18,7 @@ import typer
 from rich.markup import escape
 
 from sparkdoctor.commands.options import (
+    NAMES_A_FILE,
     Fmt,
     Ignore,
     Matrix,
@@ -63,7 +64,7 @@ class FleetCommand:
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show benign differences and every finding.")] = False
     measure: Annotated[bool, typer.Option("--measure", help="Also measure every link: ib_write_bw per rail, nccl-tests all_reduce_perf across the nodes and over the GPUs of each node of several, up to 1 GiB (bounded; absent tools are reported).")] = False
     # --recipe, --model, --set: the memory preflight per node (docs/memory.md, memory/pernode.py); recipe check's names
-    recipe: Annotated[str | None, typer.Option("--recipe", metavar="FILE", help="Size this recipe's launch (a file, or a shipped recipe's name) and judge it on every node's memory now.")] = None
+    recipe: Annotated[str | None, typer.Option("--recipe", metavar="FILE", help="Size this recipe's launch (a file, or a shipped recipe's name) and judge it on every node's memory now."), NAMES_A_FILE] = None
     model: Annotated[str | None, typer.Option("--model", help="The checkpoint the launch loads, read here (default: the recipe's model); every node serves the same one.")] = None
     sets: Sets = field(default_factory=list)
 

@@ -1,9 +1,10 @@
 """`sparkdoctor history`: list the ledger's runs, show one, compare two (what changed in the toolchain, what
 changed in the numbers), write the whole ledger as one HTML page (`--html FILE`), or store a run `bench` kept in
-a file when the ledger could not take it (`--import FILE`).
+a file when the ledger could not take it (`--import FILE`), or remove a run (`--delete RUN_ID`: a dry run; `--yes`
+removes it, kept in a file first that `--import` stores again).
 
-The JSON `kind` is the document's: history, history-run, history-compare, history-html, history-import
-(sparkdoctor/bench/history.py). Only --import writes. A missing run or a file that is not a kept run is a
+The JSON `kind` is the document's: history, history-run, history-compare, history-html, history-import,
+history-delete (sparkdoctor/bench/history.py). Only --import and --delete --yes write. A missing run or a file that is not a kept run is a
 UsageError (2); a ledger that cannot be read or written, or a run whose stored JSON is damaged, a LedgerFailure (5).
 """
 
@@ -17,6 +18,7 @@ import typer
 
 from sparkdoctor.commands.options import (
     EMPTY,
+    NAMES_A_FILE,
     Fmt,
     Ledger,
     Output,
@@ -29,7 +31,7 @@ from sparkdoctor.result import Format, Result
 from sparkdoctor.views.history import VIEW
 
 if TYPE_CHECKING:
-    from sparkdoctor.bench.history import HistoryDocument, HistoryImport
+    from sparkdoctor.bench.history import HistoryDelete, HistoryDocument, HistoryImport
     from sparkdoctor.ledger.store import Ledger as LedgerStore
 
 FORMATS = VIEW.formats
@@ -46,7 +48,9 @@ class HistoryCommand:
     fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
     output: Output = None
     html: Annotated[str | None, typer.Option("--html", metavar="FILE", help="Write the whole ledger as one self-contained HTML page (plots need plotly: pip install 'sparkdoctor-gb10\\[html]').")] = None
-    import_file: Annotated[str | None, typer.Option("--import", metavar="FILE", help="Store a run `bench` kept in FILE because the ledger could not take it; the file is removed once stored.")] = None
+    import_file: Annotated[str | None, typer.Option("--import", metavar="FILE", help="Store a run `bench` kept in FILE because the ledger could not take it; the file is removed once stored."), NAMES_A_FILE] = None
+    delete: Annotated[int | None, typer.Option("--delete", metavar="RUN_ID", help="Say what removing this run from the ledger would change; with --yes remove it, kept in a file first (--import FILE stores it again).")] = None
+    yes: Annotated[bool, typer.Option("--yes", help="With --delete: remove the run.")] = False
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `history`, before the ledger is opened (exit 2, one line)."""
@@ -74,6 +78,13 @@ class HistoryCommand:
                 raise UsageError("--html FILE is where the page goes: -o does not go with it")
         if self.import_file is not None and (self.run_id is not None or self.compare or self.html is not None):
             raise UsageError("--import FILE stores one kept run: no RUN_ID, --compare or --html with it")
+        if self.yes and self.delete is None:
+            raise UsageError("--yes goes with --delete RUN_ID: `sparkdoctor history --delete RUN_ID --yes`")
+        if self.delete is not None:
+            if not 0 < self.delete < 2**63:
+                raise UsageError(f"--delete {str(self.delete)[:40]}: a number from 1 to {2**63 - 1}")
+            if self.run_id is not None or self.compare or self.html is not None or self.import_file is not None:
+                raise UsageError("--delete RUN_ID removes one run: no RUN_ID, --compare, --html or --import with it")
 
 
 def run(options: HistoryCommand) -> Result[HistoryDocument]:
@@ -83,6 +94,8 @@ def run(options: HistoryCommand) -> Result[HistoryDocument]:
     options.refuse_bad_options()
     if options.import_file is not None:
         return Result("history", "history", _import(Path(options.import_file), options))
+    if options.delete is not None:
+        return Result("history", "history", _delete(options.delete, options))
     with open_ledger(options.ledger) as led:  # a LedgerError is exit 5 by itself
         return Result("history", "history", _read(led, options))
 
@@ -114,6 +127,34 @@ def _import(path: Path, options: HistoryCommand) -> HistoryImport:
     except OSError:
         removed = False
     return HistoryImport(ledger_path, run_id, str(path), removed, already=not stored)
+
+
+def _delete(run_id: int, options: HistoryCommand) -> HistoryDelete:
+    """What removing the run changes; with --yes the run kept in a file (read back, so that `--import` takes it),
+    then removed with its samples in one transaction. A file that cannot be written removes nothing (exit 5)."""
+    from sparkdoctor.bench.history import HistoryDelete
+    from sparkdoctor.cli_support import open_ledger
+    from sparkdoctor.files import OutputError
+    from sparkdoctor.ledger import unstored
+
+    with open_ledger(options.ledger, read_only=not options.yes) as led:
+        record = led.record(run_id)  # a damaged run is exit 5: it cannot be kept whole
+        if record is None:
+            raise UsageError(f"ledger {led.path}: no run {run_id} (see `sparkdoctor history`)")
+        shown = {k: v for k, v in (led.run(run_id) or {}).items() if k in ("created_at", "recipe_name", "comparison_id", "arm")}
+        doc = HistoryDelete(str(led.path), run_id, False, {**shown, "headline": record.summary.get("headline")},
+                            led.conclusions_naming(run_id))
+        if not options.yes:
+            return doc
+        try:
+            kept = unstored.keep(record, unstored.deleted_folder())
+            unstored.load(kept)
+        except (OSError, OutputError, unstored.UnreadableRun) as exc:
+            raise LedgerFailure(f"run {run_id} could not be kept in a file before it is removed ({exc}); "
+                                "nothing was removed") from None
+        led.delete_run(run_id)
+    doc.deleted, doc.kept = True, str(kept)
+    return doc
 
 
 def _read(led: LedgerStore, options: HistoryCommand) -> HistoryDocument:

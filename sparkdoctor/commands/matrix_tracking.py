@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from sparkdoctor.commands.options import (
+    NAMES_A_FILE,
     AlsoOutput,
     Fmt,
     Output,
@@ -112,7 +113,7 @@ def run_track(options: TrackCommand) -> Result[TrackAnswer]:
 
 @dataclass
 class UpdateCommand:
-    source: Annotated[str | None, typer.Argument(help="A git repository (URL or path) or a .tar.gz (path or https URL) holding matrix/*.toml.")] = None
+    source: Annotated[str | None, typer.Argument(help="A git repository (URL or path) or a .tar.gz (path or https URL) holding matrix/*.toml."), NAMES_A_FILE] = None
     sha256: Annotated[str | None, typer.Option("--sha256", help="The tarball's sha256 (required for a tarball).")] = None
     commit: Annotated[str | None, typer.Option("--commit", help="The full commit id to install (required for git).")] = None
     rollback: Annotated[bool, typer.Option("--rollback", help="Restore the matrix installed before the last update.")] = False

@@ -12,7 +12,14 @@ from typing import Annotated
 
 import typer
 
-from sparkdoctor.commands.options import EMPTY, Fmt, Output, format_option, verb
+from sparkdoctor.commands.options import (
+    EMPTY,
+    NAMES_A_FILE,
+    Fmt,
+    Output,
+    format_option,
+    verb,
+)
 from sparkdoctor.errors import UsageError
 from sparkdoctor.mods.report import ModsReport
 from sparkdoctor.result import Format, Result
@@ -24,7 +31,7 @@ FORMATS = VIEW.formats
 @dataclass
 class ModsCommand:
     paths: Annotated[list[Path], typer.Argument(help="Mods: a folder (eugr mods/<name>/ with run.sh), *.patch, *.diff, *.py or *.sh.")]
-    python: Annotated[str | None, typer.Option("--python", help="Judge against this environment's installed files (default: $VIRTUAL_ENV, else this interpreter).")] = None
+    python: Annotated[str | None, typer.Option("--python", help="Judge against this environment's installed files (default: $VIRTUAL_ENV, else this interpreter)."), NAMES_A_FILE] = None
     site: Annotated[list[Path], typer.Option("--site", help="Judge against this folder standing for a site-packages folder (repeatable)."), EMPTY] = field(default_factory=list)
     releases: Annotated[list[str], typer.Option("--release", metavar="NAME==VERSION", help="Judge against a released wheel, read without installing it (repeatable), e.g. vllm==0.33.0."), EMPTY] = field(default_factory=list)
     strict: Annotated[bool, typer.Option("--strict", help="Also fail on a superseded mod or one that cannot be judged.")] = False

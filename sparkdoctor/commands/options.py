@@ -40,6 +40,15 @@ class Parsed:
     name: str | None = None  # the parameter's name, where it is not the field's (an argument's shows in --help)
 
 
+class NamesAFile:
+    """Marks a text (str) field that names a file the command reads (a recipe, a log, an interpreter): `-o` must not
+    replace it. A Path field always names one; any other str field is text (a recipe or conclusion name, a model id),
+    which may equal the output's name without being that file."""
+
+
+NAMES_A_FILE = NamesAFile()
+
+
 def _listed(values: list[T] | None) -> list[T]:
     return list(values or [])
 
@@ -104,7 +113,7 @@ def output_path(option: str, name: str | None, dash_is_stdout: bool = False) -> 
 
 EMPTY = Parsed(make=_listed, default=None)  # a repeatable option given no value: None on the command line, [] here
 Fmt = Annotated[Format, Parsed(str)]  # the callback of format_option makes the Format: its error names the choices
-Python = Annotated[str | None, typer.Option("--python", help=PYTHON_HELP)]
+Python = Annotated[str | None, typer.Option("--python", help=PYTHON_HELP), NAMES_A_FILE]
 Container = Annotated[str | None, typer.Option("--container", metavar="NAME", help=(
     "A running container (docker or podman) whose serving stack to use; the GPU, driver and health are the host's."))]
 ContainerPython = Annotated[str | None, typer.Option("--container-python", metavar="PATH", help=(
@@ -113,7 +122,7 @@ Runtime = Annotated[str | None, typer.Option("--runtime", help=RUNTIME_HELP)]
 Matrix = Annotated[Path | None, typer.Option("--matrix", help=MATRIX_HELP)]
 Ledger = Annotated[Path | None, typer.Option("--ledger", help=LEDGER_HELP)]
 Arch = Annotated[str | None, typer.Option("--arch", help=ARCH_HELP)]
-Recipe = Annotated[str, typer.Argument(help="A recipe file (.toml, .yaml) or the name of a shipped recipe.")]
+Recipe = Annotated[str, typer.Argument(help="A recipe file (.toml, .yaml) or the name of a shipped recipe."), NAMES_A_FILE]
 Sets = Annotated[list[str], typer.Option("--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
                  EMPTY]
 Ignore = Annotated[list[str], typer.Option("--ignore", help="Entry id to ignore (repeatable).")]
@@ -274,7 +283,8 @@ WRITTEN = frozenset({"output", "save_facts", "html", "export"})
 def refuse_writing_over_what_it_reads(parsed: object) -> None:
     """`-o FILE` that is a file any option or argument names (explain's log, a --facts snapshot, a --matrix file, a
     recipe, a mod, a link to one of them): the document would replace what the command reads. Only an existing file
-    can be lost, so only one counts. One line, exit 2, before anything is read."""
+    can be lost, so only one counts; a str field counts only when marked NAMES_A_FILE (else it is text). One line,
+    exit 2, before anything is read."""
     import os
 
     from sparkdoctor.errors import UsageError
@@ -287,9 +297,10 @@ def refuse_writing_over_what_it_reads(parsed: object) -> None:
         if f.name in WRITTEN:
             continue
         value = getattr(parsed, f.name)
+        text_is_a_file = NAMES_A_FILE in getattr(hints[f.name], "__metadata__", ())
         for name in value if isinstance(value, list) else [value]:
-            if not (type(name) is str or isinstance(name, Path)) or not str(name):  # a str enum (--format) names no file
-                continue
+            if not (isinstance(name, Path) or (type(name) is str and text_is_a_file)) or not str(name):
+                continue  # text (a recipe name, a str enum such as --format) names no file
             try:
                 same = os.path.samefile(output, name)
             except (OSError, ValueError):  # not there, or no path at all

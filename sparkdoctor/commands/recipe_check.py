@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from sparkdoctor.commands.options import (
+    NAMES_A_FILE,
     Fmt,
     Output,
     Recipe,
@@ -32,7 +33,7 @@ SEVERITIES = ("info", "warn", "error")
 class RecipeCheckCommand:
     recipe: Recipe
     sets: Sets = field(default_factory=list)
-    python: Annotated[str | None, typer.Option("--python", help="Interpreter (or venv) of the vLLM to judge against (default: the recipe command's venv, else as check).")] = None
+    python: Annotated[str | None, typer.Option("--python", help="Interpreter (or venv) of the vLLM to judge against (default: the recipe command's venv, else as check)."), NAMES_A_FILE] = None
     matrix: Annotated[Path | None, typer.Option("--matrix", help="Matrix folder or file (default: bundled).")] = None
     fail_on: Annotated[str, typer.Option("--fail-on", help="Lowest severity that fails: info | warn | error.")] = "error"
     fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console

@@ -19,6 +19,7 @@ import typer
 
 from sparkdoctor.cli_support import DEFAULT_TIMEOUT
 from sparkdoctor.commands.options import (
+    NAMES_A_FILE,
     Fmt,
     Matrix,
     Output,
@@ -44,7 +45,7 @@ FORMATS = VIEW.formats
 
 @dataclass
 class ReportCommand:
-    python: Annotated[str | None, typer.Option("--python", help="Interpreter (or venv folder) of the environment to report on. Default: $VIRTUAL_ENV, else this interpreter.")] = None
+    python: Annotated[str | None, typer.Option("--python", help="Interpreter (or venv folder) of the environment to report on. Default: $VIRTUAL_ENV, else this interpreter."), NAMES_A_FILE] = None
     facts_file: Annotated[Path | None, typer.Option("--facts", help="Report on a saved snapshot (check --save-facts) instead of probing.")] = None
     fmt: Annotated[Fmt, format_option(*FORMATS, help="github (markdown, long parts folded) | forum (plain text)")] = Format.github
     output: Annotated[Output, output_option("Write the report here (atomically) instead of stdout (- is stdout).")] = None

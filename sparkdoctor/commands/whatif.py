@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from sparkdoctor.commands.options import (
+    NAMES_A_FILE,
     ContainerPython,
     Fmt,
     Output,
@@ -38,7 +39,7 @@ SEVERITIES = ("error", "warn", "info")
 class WhatifCommand:
     specs: Annotated[list[str], typer.Argument(help="Requirements to upgrade to, as pip takes them (vllm==0.33.0, 'nvidia-cutlass-dsl[cu13]==4.5.2')."),
                      Parsed(default=...)] = field(default_factory=list)
-    python: Annotated[str | None, typer.Option("--python", help="The target's interpreter (default: $VIRTUAL_ENV, then this one).")] = None
+    python: Annotated[str | None, typer.Option("--python", help="The target's interpreter (default: $VIRTUAL_ENV, then this one)."), NAMES_A_FILE] = None
     container: Annotated[str | None, typer.Option("--container", metavar="NAME", help="A running container whose environment to judge (its own pip resolves).")] = None
     container_python: ContainerPython = None
     facts_file: Annotated[Path | None, typer.Option("--facts", help="Today's Facts from a snapshot instead of probing the target.")] = None
@@ -51,7 +52,7 @@ class WhatifCommand:
     output: Output = None
     ledger: Annotated[Path | None, typer.Option("--ledger", help="The benchmark ledger whose conclusions the upgrade would make stale (default: the state folder's).")] = None
     probe: Annotated[bool, typer.Option("--probe", help="Compile the CuTe DSL probes with today's and the proposed cutlass-dsl set in a throwaway uv venv, and the PTX probes with each ptxas the upgrade moves (triton, nvidia-cuda-nvcc).")] = False
-    recipe: Annotated[str | None, typer.Option("--recipe", help="Also judge this recipe today and after: flags and env vars the new vLLM drops, stale workarounds.")] = None
+    recipe: Annotated[str | None, typer.Option("--recipe", help="Also judge this recipe today and after: flags and env vars the new vLLM drops, stale workarounds."), NAMES_A_FILE] = None
     no_deps: Annotated[bool, typer.Option("--no-deps", help="Resolve as `pip install --no-deps` would (for a target installed that way): only the named distributions change.")] = False
     allow_url: Annotated[bool, typer.Option("--allow-url", help="Also judge a wheel's URL requirement (name @ file:///x.whl); refused by default. An sdist or folder is never built.")] = False
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 also when a finding at or above --fail-on stays after the upgrade (box, recipe or mods), not only when one is introduced.")] = False

@@ -250,7 +250,49 @@ class Ledger:
             self.db.execute("UPDATE comparisons SET status = ?, result_json = ? WHERE id = ?",
                             (status, _dump(result) if result is not None else None, comparison_id))
 
+    def delete_run(self, run_id: int) -> bool:
+        """Remove one run and its samples (the foreign key cascades) in one transaction; whether it was there. Its
+        comparison and the conclusions that name it stay: a rerun reports such a conclusion broken."""
+        with self._transaction():
+            return self.db.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount > 0
+
     # ---- reading ---------------------------------------------------------------------------------
+    def record(self, run_id: int) -> RunRecord | None:
+        """One run as add_run() takes it, samples included (None: no such id); a damaged run raises LedgerError."""
+        found = self.run(run_id)
+        if found is None:
+            return None
+        if found.get("damaged"):
+            raise LedgerError(f"ledger {self.path}: run {run_id} is damaged: {'; '.join(found['damaged'])}")
+        samples = []
+        with self._failing():
+            rows = self.db.execute("SELECT concurrency, round, idx, sample_json FROM samples WHERE run_id = ? "
+                                   "ORDER BY concurrency, round, idx", (run_id,)).fetchall()
+        for c, r, i, text in rows:
+            sample, damage = decode("sample_json", text)
+            if damage is not None:
+                raise LedgerError(f"ledger {self.path}: run {run_id} is damaged: sample {c}/{r}/{i}: {damage}")
+            samples.append((c, r, i, sample))
+        return RunRecord(recipe=found["recipe"], base_url=found["base_url"], model=found["model"],
+                         server=found["server"], facts=found["facts"], fingerprint=found["fingerprint"],
+                         bench_version=found["bench_version"], tool_version=found["tool_version"],
+                         workload=found["workload"], summary=found["summary"], findings=found["findings"],
+                         samples=samples, comparison_id=found["comparison_id"], arm=found["arm"],
+                         memory=found["memory"], created_at=found["created_at"])
+
+    def conclusions_naming(self, run_id: int) -> list[str]:
+        """The names of the conclusions whose runs include `run_id` (a damaged row is skipped), each once."""
+        with self._failing():
+            rows = self.db.execute("SELECT name, data_json FROM conclusions ORDER BY id").fetchall()
+        names: list[str] = []
+        for name, text in rows:
+            data, damage = decode("data_json", text)
+            runs = data.get("runs") if damage is None and isinstance(data, dict) else None
+            ids = [i for v in runs.values() if isinstance(v, list) for i in v] if isinstance(runs, dict) else []
+            if run_id in ids and name not in names:
+                names.append(name)
+        return names
+
     def runs(self, recipe: str | None = None, limit: int = 50) -> list[dict[str, object]]:
         """Newest first: the identifying columns and the headline of each run; a run whose stored JSON is
         damaged is listed too, with `damaged` naming what is wrong."""

@@ -1,5 +1,6 @@
-"""A measured run the ledger could not take (another process held it past the wait, the disk filled), kept as
-one JSON file so that its numbers are not lost; `sparkdoctor history --import FILE` stores it later.
+"""A measured run the ledger could not take (another process held it past the wait, the disk filled), or one
+`history --delete RUN_ID --yes` removes, kept as one JSON file so that its numbers are not lost;
+`sparkdoctor history --import FILE` stores it (again).
 
 The file is sparkdoctor's own (state_dir()/unstored-runs/, readable by its owner only), but it is read back as
 any input is: bounded, and every field checked for its type, so a damaged or edited file is one line, never a
@@ -35,14 +36,23 @@ def folder() -> Path:
     return state_dir() / "unstored-runs"
 
 
-def keep(record: RunRecord) -> Path:
-    """Write `record` to a new file in folder() and return its path; OSError (files.OutputError) when it cannot."""
+def deleted_folder() -> Path:
+    """Where `history --delete RUN_ID --yes` keeps a run before it removes it from the ledger (the same format)."""
+    return state_dir() / "deleted-runs"
+
+
+def keep(record: RunRecord, where: Path | None = None) -> Path:
+    """Write `record` to a new file in `where` (default folder()) and return its path; OSError (files.OutputError)
+    when it cannot."""
     created = record.created_at or datetime.now(timezone.utc).isoformat(timespec="seconds")
     body = {"kind": KIND, "version": VERSION, **asdict(record), "samples": [list(s) for s in record.samples],
             "created_at": created}
-    where = folder()
+    where = where or folder()
     where.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = where / f"run-{created.replace(':', '').replace('+0000', 'Z')}-{os.getpid()}.json"
+    stem = f"run-{created.replace(':', '').replace('+0000', 'Z')}-{os.getpid()}"
+    path, n = where / f"{stem}.json", 1
+    while path.exists():  # another run of the same second kept by a process of the same pid: never written over
+        path, n = where / f"{stem}-{n}.json", n + 1
     files.write_text(path, json.dumps(body, sort_keys=True, default=str))
     os.chmod(path, 0o600)  # the facts name the user's paths and environment
     return path

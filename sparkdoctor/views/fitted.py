@@ -17,6 +17,8 @@ from rich.text import Text
 
 _HANG = re.compile(r"\s*(?:\d+\. )?")
 """What a plain line's continuation goes under: its indent, and a step's number."""
+_LABEL = re.compile(r"[A-Z][A-Za-z]*(?: [^\s:]+)?: ")
+"""A line with no indent that starts with a label (`Target: `, `Note: `, `Fix ID: `) goes on under the text after it."""
 
 
 def grid(rows: Iterable[Sequence[Text | str]], gap: int = 2) -> Table:
@@ -36,11 +38,24 @@ def hanging(console: Console, label: Text | str, *texts: Text | str, gap: int = 
     console.print(grid([(label, texts[0]), *(("", text) for text in texts[1:])], gap=gap))
 
 
+def _label(line: str, width: int) -> str:
+    """What a plain line goes on under: its indent and a step's number, else a label it starts with (its first word
+    alone where the whole label would take more than a third of the width), else nothing."""
+    found = _HANG.match(line)
+    if found and found.group():
+        return found.group()
+    labelled = _LABEL.match(line)
+    if not labelled:
+        return ""
+    label = labelled.group()
+    return label if len(label) <= width // 3 else label[:label.index(" ") + 1]
+
+
 def plain_lines(console: Console, lines: Iterable[str]) -> None:
-    """Plain lines (no markup), each wrapped under its text: after its indent and a step's number (`  3. `)."""
+    """Plain lines (no markup), each wrapped under its text: after its indent and a step's number (`  3. `), or
+    after its label (`Target: `)."""
     for line in lines:
-        found = _HANG.match(line)
-        label = found.group() if found else ""
+        label = _label(line, console.width)
         if not label:
             console.print(Text(line), overflow="fold")
         else:

@@ -1,4 +1,4 @@
-"""`history`'s view: the list, one run in full, two runs compared or a kept run stored, with bench's console text (views/bench.py);
+"""`history`'s view: the list, one run in full, two runs compared, a kept run stored or a run removed, with bench's console text (views/bench.py);
 the page `--html` wrote is said on stderr, so its console text is empty."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from rich.console import Console
 
 from sparkdoctor.bench.history import (
     HistoryCompare,
+    HistoryDelete,
     HistoryDocument,
     HistoryImport,
     HistoryList,
@@ -43,8 +44,30 @@ def _console(result: Result[HistoryDocument], sink: Sink) -> str:
                           soft_wrap=True)
             console.print("  the file is removed: the ledger holds the run now" if found.removed else
                           "  the file could not be removed: delete it, so that it is not stored twice", markup=False)
+        elif isinstance(found, HistoryDelete):
+            _deleted(console, found)
 
     return sink.wide(draw)
+
+
+def _deleted(console: Console, found: HistoryDelete) -> None:
+    run, headline = found.run, found.run.get("headline")
+    tps = headline.get("decode_tps_per_stream") if isinstance(headline, dict) else None
+    what = ", ".join(filter(None, [f"recipe {run.get('recipe_name')}", f"measured {run.get('created_at')}",
+                                   f"{tps:.1f} decode tok/s/stream" if isinstance(tps, (int, float)) else None,
+                                   f"arm {run.get('arm')} of comparison {run.get('comparison_id')}"
+                                   if run.get("comparison_id") is not None else None]))
+    said = "removed from" if found.deleted else "would be removed from"
+    console.print(f"run {found.run_id} ({what}) {said} {found.ledger}", markup=False, highlight=False, soft_wrap=True)
+    if found.conclusions:
+        console.print(f"  conclusions that name it (a rerun reports them broken: record them again): "
+                      f"{', '.join(found.conclusions)}", markup=False, highlight=False, soft_wrap=True)
+    if found.deleted:
+        console.print(f"  kept in {found.kept} first: `sparkdoctor history --import {found.kept}` stores it again "
+                      "(as a new run)", markup=False, highlight=False, soft_wrap=True)
+    else:
+        console.print(f"  nothing changed: `sparkdoctor history --delete {found.run_id} --yes` removes it "
+                      "(kept in a file first)", markup=False, highlight=False, soft_wrap=True)
 
 
 VIEW = View(HistoryDocument, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json()})

@@ -36,11 +36,6 @@ def test_a_kv_cache_dtype_vllm_refuses_is_refused(tmp_path, name):
         launch_need(_recipe(tmp_path, f"--max-model-len 1024 --kv-cache-dtype {name}"), tmp_path / "m", 128 * 2**30)
 
 
-def test_a_kv_cache_dtype_vllm_takes_but_the_audit_cannot_size_says_so(tmp_path):
-    with pytest.raises(AuditError, match="--kv-cache-dtype int4_per_token_head: vLLM takes it; the audit does not size it"):
-        run_audit(AuditOptions(str(tiny(tmp_path / "m")), gpu="gb10", kv_cache_dtype="int4_per_token_head"))
-
-
 def test_the_kv_cache_dtypes_vllm_takes_are_sized(tmp_path):
     folder = str(tiny(tmp_path / "m"))
     widths = {name: run_audit(AuditOptions(folder, gpu="gb10", kv_cache_dtype=name)).kv_dtype_bytes

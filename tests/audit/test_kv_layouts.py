@@ -1,4 +1,5 @@
-"""The KV cache dtypes sized from vLLM's own layouts: nvfp4, nvfp4_4over6, *_per_token_head (docs/evidence/auditkv-2026-12-02.md)."""
+"""The KV cache dtypes sized from vLLM's own layouts: nvfp4, nvfp4_4over6, *_per_token_head (docs/evidence/auditkv-2026-12-02.md;
+int4_per_token_head: docs/evidence/leftmisc-2026-12-02.md)."""
 
 from __future__ import annotations
 
@@ -40,15 +41,26 @@ def test_per_token_head_caches_count_one_float32_scale_per_head_per_token(tmp_pa
     assert audit.kv_per_token == pytest.approx(1024 * 2 * 2 * (32 + 4))
 
 
-def test_int4_per_token_head_is_refused_with_the_reason(tmp_path):
-    with pytest.raises(AuditError) as info:
-        _audit(tiny(tmp_path / "m"), "int4_per_token_head")
-    message = str(info.value)
-    assert "\n" not in message and message.startswith("--kv-cache-dtype int4_per_token_head: vLLM takes it; the audit does not size it")
-    assert "scales" in message
+@pytest.mark.parametrize("head_dim", [32, 64, 128])
+def test_int4_per_token_head_counts_two_values_a_byte_and_one_float32_scale_per_head_per_token(tmp_path, head_dim):
+    """vLLM's Triton backend (the one that takes it) lays each key and each value head out as head_size // 2 bytes of
+    packed int4 values + one float32 scale (v1/attention/backends/triton_attn.py TritonAttentionBackend.customize_spec:
+    content = (head_size // 2 + head_size_v // 2) x 1 byte + 2 x 4). Before, the audit refused it."""
+    folder = tiny(tmp_path / "m", config={**TINY, "head_dim": head_dim})
+    audit = _audit(folder, "int4_per_token_head")
+    per_head = head_dim // 2 + 4
+    assert audit.kv_dtype_bytes == pytest.approx(per_head / head_dim)
+    assert audit.kv_per_token == pytest.approx(1024 * 2 * 2 * per_head)
+    assert f"{per_head} bytes a key or value head a token" in audit.kv_dtype
 
 
-@pytest.mark.parametrize("name", ["nvfp4", "int8_per_token_head"])
+def test_every_kv_cache_dtype_vllm_takes_is_sized():
+    from sparkdoctor.audit.bytemodel import KV_DTYPES, VLLM_KV_DTYPES
+
+    assert set(VLLM_KV_DTYPES) == set(KV_DTYPES)
+
+
+@pytest.mark.parametrize("name", ["nvfp4", "int8_per_token_head", "int4_per_token_head"])
 def test_a_per_head_layout_on_an_mla_latent_is_refused(tmp_path, name):
     folder = tiny(tmp_path / "m", config={**TINY, "kv_lora_rank": 16, "qk_rope_head_dim": 8})
     with pytest.raises(AuditError, match=f"--kv-cache-dtype {name}: .*MLA latent"):

@@ -114,3 +114,20 @@ def test_a_ledger_in_a_read_only_folder_is_refused_before_anything_is_launched(s
     runs = work / "state" / "runs"
     assert len(list(runs.iterdir()) if runs.exists() else []) == (1 if there else 0)  # the owner's run only
     assert not (work / "state" / "unstored-runs").exists()
+
+
+def test_an_ab_whose_second_arm_fails_names_the_run_it_kept(tmp_path):
+    """A second arm that fails (no signal: the server exits before it is ready) keeps the first arm's run in a
+    comparison marked interrupted, as an interrupted A/B does; the error names that run as an interrupted A/B's does
+    (before, it named only the failed arm, and the kept run went unmentioned)."""
+    good = recipe(tmp_path, "good", "--delay", "0.002")
+    broken = recipe(tmp_path, "broken", "--no-such-flag")
+    ledger = tmp_path / "l.sqlite"
+    out = bench(tmp_path, good, "--vs", broken, "--pairs", "1", "--ledger", ledger, "--format", "json")
+    assert out.returncode == EXIT_BENCH_FAILED and out.stderr.count("\n") == 1, out.stderr
+    assert comparisons(ledger) == [("interrupted", 1)]
+    said = "kept run 1 (arm A) of comparison 1, marked interrupted; no verdict or conclusion uses it"
+    assert "unrecognized arguments: --no-such-flag" in out.stderr and said in out.stderr, out.stderr
+    assert "`sparkdoctor history 1` shows it" in out.stderr, out.stderr
+    (error,) = json.loads(out.stdout)["errors"]
+    assert error["type"] == "RunFailed" and said in error["message"] and error["findings"], error

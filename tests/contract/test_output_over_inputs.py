@@ -78,3 +78,23 @@ def test_a_new_output_file_and_an_unrelated_one_are_written_as_before(tmp_path):
                               capture_output=True, text=True, timeout=120, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         assert json.loads((tmp_path / out).read_text())["command"] == "explain"
+
+
+@pytest.mark.parametrize("argv", [["history", "--recipe", "{name}"], ["conclusions", "{name}"],
+                                  ["rerun", "{name}", "--dry-run"]])
+def test_a_text_option_equal_to_the_output_is_no_input(tmp_path, argv):
+    """A recipe or conclusion name is text, not a file: `history --recipe r -o r` with a file r there was refused as
+    if the document would replace the recipe (the guard compared every string option with the output)."""
+    from sparkdoctor.ledger import Ledger
+
+    Ledger(tmp_path / "l.sqlite").close()
+    (tmp_path / "r").write_text("an earlier document\n")
+    args = [a.format(name="r") for a in argv] + ["--ledger", str(tmp_path / "l.sqlite"), "-o", "r", "-f", "json"]
+    env = dict(os.environ, SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"), SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", *args], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env=env)
+    assert "the document would replace it" not in done.stderr, done.stderr
+    if argv[0] == "history":  # the (empty) list replaces the earlier document
+        assert done.returncode == 0 and json.loads((tmp_path / "r").read_text())["command"] == "history", done.stderr
+    else:  # judged as a name: the ledger has no such conclusion (and a failure is written nowhere with -o)
+        assert "no conclusion named 'r'" in done.stderr, done.stderr

@@ -54,3 +54,24 @@ def test_plan_fits_a_narrow_terminal_each_step_under_its_number(tmp_path, wheels
     for line in steps:  # a step's number, or its text continued under the text after the number (`  2. `)
         assert re.match(r"  \d+\. \S", line) or re.match(r" {5}\S", line), line
     assert any(re.match(r" {5}\S", line) for line in steps), f"a step wider than 60 columns continues under its text: {steps}"
+
+
+def test_plan_lines_without_an_indent_wrap_under_their_label(tmp_path, wheels):
+    """`Target: PATH (installer: pip)` and `Fix ID: TITLE (asked for by: ...)` have no indent of their own: at 60
+    columns they went on at column 0, word by word, as if each continued line were a line of the plan. Now they go on
+    under the text after their label (`Target: `), or after their first word where the label is too wide (`Fix `)."""
+    python = scenario.make_target(tmp_path, "pip", wheels)
+    argv = [sys.executable, "-m", "sparkdoctor", "fix", "--python", str(python), "--no-kernels",
+            "--matrix", str(DATA / "matrix"), "--fixes", str(DATA / "fixes")]
+    seen = at_terminal(argv, 60, dict(os.environ, SPARKDOCTOR_STATE_DIR=str(tmp_path / "state")), cwd=str(tmp_path))
+    assert seen.code in (0, 1), seen.text
+    lines = [line for line in seen.lines if line.strip() and not line.startswith("sparkdoctor fix: ")]
+    first = next(i for i, line in enumerate(lines) if line.startswith("Target: "))
+    assert lines[first + 1].startswith(" " * 8 + "/"), lines[first:first + 3]  # the path, folded under the label's text
+    assert squeezed(f"Target: {python}  (installer:") in squeezed("".join(lines[first:first + 4]))
+    fixes = [i for i, line in enumerate(lines) if line.startswith("Fix ") and lines[i + 1].startswith(" ")]
+    assert fixes, "a Fix line wider than 60 columns"
+    for i in fixes:  # under the text after `Fix ID: `, or after `Fix ` where that label is wider than 20 columns
+        hang = len(lines[i].split(": ", 1)[0]) + 2
+        hang = hang if hang <= 20 else 4
+        assert lines[i + 1][:hang].isspace() and not lines[i + 1][hang].isspace(), lines[i:i + 2]
