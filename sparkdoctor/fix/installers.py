@@ -164,8 +164,13 @@ class PipInstaller(Installer):
         # every call runs pip without site, the install and uninstall too: no .pth import line or sitecustomize.py of the
         # target runs, and no process starts (wheels only, byte-compiled in pip's own process)
         pip_from = ["--pip-from", self.pip_from] if self.pip_from else []
-        result = self.target.run_script(Path(PIP_NO_SITE), [*keep_argument(), *pip_from, args[0], *base, *args[1:]], install_timeout(),
-                                        env=_env(env))
+        # the plan's first dry run also prints the user's settings it read: the plan's note costs no pip start of its own
+        show = ["--print-settings"] if dry_run and self.settings is None and pip_settings.kept_only(env) else []
+        result = self.target.run_script(Path(PIP_NO_SITE), [*keep_argument(), *show, *pip_from, args[0], *base, *args[1:]],
+                                        install_timeout(), env=_env(env))
+        seen = None
+        if show:  # printed before pip ran, whatever pip did next; pip's own output is read as before
+            seen, result.stdout = pip_settings.shown(result.stdout or "")
         too_old = not pip_from and not result.ok and dry_run and any(old in (result.stderr or "") for old in OLD_PIP)
         if too_old and (misfit := own_pip_misfit(self.inventory.version)):
             raise UnchangedError(f"{what} failed: {self.inventory.python}'s pip is older than 22.2 (no --dry-run --report), "
@@ -175,6 +180,8 @@ class PipInstaller(Installer):
             # interpreter without site, as whatif does; the install itself stays the target's own pip
             result = self.target.run_script(Path(PIP_NO_SITE), [*keep_argument(), "--pip-from", own, args[0], *base, *args[1:]],
                                             install_timeout(), env=_env(env))
+        if seen is not None:
+            self.settings = seen
         if not result.ok:
             raise _fail(what, result, dry_run, self._sources())
         return result
@@ -189,7 +196,7 @@ class PipInstaller(Installer):
 
     def set_aside(self) -> list[str]:
         """The user's pip settings (the target's environment and pip config files) that fix's pip runs without, as
-        the plan's note: read once, as pip merges them for the user."""
+        the plan's note: read once, as pip merges them for the user (by the plan's first dry run, else here)."""
         if self.settings is None:
             pip_from = ["--pip-from", self.pip_from] if self.pip_from else []
             result = self.target.run_script(Path(PIP_NO_SITE), [*pip_from, "--list-settings"], install_timeout(), env=_env(None))

@@ -11,6 +11,7 @@ config file, as pip merges them: `target_pip_dry.py --list-settings`) become the
 from __future__ import annotations
 
 import ast
+import json
 import re
 
 KEEP = ("index-url", "cert", "client-cert", "proxy", "trusted-host", "timeout", "default-timeout", "retries",
@@ -44,6 +45,9 @@ _WHY = {
 }
 _OTHER = "changes what pip does; fix installs exactly its plan"
 _LINE = re.compile(r"^(:env:|[A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)=(.*)$")
+_NAME = re.compile(r"^(:env:|[A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)$")
+SHOWN = "sparkdoctor-pip-settings: "
+"""target_pip_dry.py's first line under `--print-settings` (its SHOWN): every setting pip read, as one JSON object."""
 _USERINFO = re.compile(r"(://)[^/@\s]+@")
 COMMANDS = ("global", "install", "download", "uninstall")
 _TRUE = frozenset({"1", "true", "yes", "y", "on", "t"})  # pip's strtobool
@@ -64,6 +68,31 @@ def only_source(settings: dict[tuple[str, str], str]) -> bool:
 def keep_argument() -> list[str]:
     """The target script's option that narrows pip's settings to KEEP."""
     return ["--keep-settings", ",".join(KEEP)]
+
+
+def kept_only(env: dict[str, str] | None) -> bool:
+    """Whether env (a pip call's own variables) sets only kept settings: the settings such a call reads are the
+    user's, as far as a plan's note goes (it names only those set aside)."""
+    return all(k.startswith("PIP_") and k[4:].lower().replace("_", "-") in KEEP for k in env or {})
+
+
+def shown(stdout: str) -> tuple[dict[tuple[str, str], str] | None, str]:
+    """The settings a `--print-settings` pip call printed first, as parse() gives them (None without that line), and
+    the rest of its output: what pip wrote, read as before (an error message never quotes the settings' URLs)."""
+    first, _, rest = stdout.partition("\n")
+    if not first.startswith(SHOWN):
+        return None, stdout
+    try:
+        items = json.loads(first[len(SHOWN):])
+    except ValueError:
+        return None, rest
+    if not isinstance(items, dict):
+        return None, rest
+    out: dict[tuple[str, str], str] = {}
+    for name, value in items.items():
+        if m := _NAME.match(str(name)):
+            out[(m.group(1), m.group(2).lower().replace("_", "-"))] = str(value)
+    return out, rest
 
 
 def parse(text: str) -> dict[tuple[str, str], str]:
@@ -121,4 +150,5 @@ def sources_set_aside(settings: dict[tuple[str, str], str]) -> str | None:
             "its wheels in a folder named in find-links")
 
 
-__all__ = ["KEEP", "keep_argument", "note", "only_source", "parse", "remote_link", "set_aside", "sources_set_aside"]
+__all__ = ["KEEP", "SHOWN", "keep_argument", "kept_only", "note", "only_source", "parse", "remote_link", "set_aside", "shown",
+           "sources_set_aside"]

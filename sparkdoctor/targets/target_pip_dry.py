@@ -1,7 +1,8 @@
 """Run by the TARGET's interpreter for whatif's dry run and every pip call of fix's (the plan's dry run, the downloads,
 the install and the uninstall): `python -S -B -X sparkdoctor_site=SHARED target_pip_dry.py [--pip-from FOLDER] ARGS...`
 is `python -m pip ARGS...` without `site`. With `--keep-settings NAME,...` first (fix's calls), pip runs with only those
-of the user's pip settings (_only_settings); `--list-settings` prints them all.
+of the user's pip settings (_only_settings), and `--print-settings` next prints them all first, as one line (a plan's
+dry run: the note on the settings set aside costs no pip start of its own); `--list-settings` prints them all.
 
 sparkdoctor never runs a package's code. pip run as `python -m pip` starts with site, so every `.pth` import line
 and the sitecustomize.py of the target ran on each call (fix --yes and --rollback ran them once per install and
@@ -14,6 +15,7 @@ audit hook below, which lets no process start, stops nothing an install needs. S
 """
 
 import errno
+import json
 import os
 import sys
 
@@ -79,14 +81,21 @@ def _settings():
         raise SystemExit("ERROR: cannot read pip's settings: %s" % (exc,)) from None
 
 
-def _only_settings(keep, command):
+SHOWN = "sparkdoctor-pip-settings: "
+"""The line `--print-settings` writes first: a JSON object of every setting, as `--list-settings` names them."""
+
+
+def _only_settings(keep, command, show=False):
     """pip's settings narrowed to the names in `keep` (fix's: those needed to reach the package index at all), each
     with the value pip itself would use for `command` (find-links without its remote pages, unless no-index makes it
     the only source): every other PIP_* variable is dropped, the kept ones found
     only in a config file become variables (pip's order: the environment, then the command's section, then
     [global]), and PIP_CONFIG_FILE=os.devnull, which pip documents as loading no configuration file at all
-    (`--isolated` still loads the global and site files)."""
+    (`--isolated` still loads the global and site files). `show`: every setting read is printed first (SHOWN)."""
     values = _settings()
+    if show:
+        sys.stdout.write(SHOWN + json.dumps(values, sort_keys=True) + "\n")
+        sys.stdout.flush()  # before anything pip writes
     for name in [n for n in os.environ if n.startswith("PIP_")]:
         if name[4:].lower().replace("_", "-") not in keep:
             del os.environ[name]
@@ -116,6 +125,9 @@ if __name__ == "__main__":
     if args[:1] == ["--keep-settings"] and len(args) > 1:
         keep = set(k for k in args[1].split(",") if k)
         args = args[2:]
+    show = args[:1] == ["--print-settings"]
+    if show:
+        args = args[1:]
     if args[:1] == ["--pip-from"] and len(args) > 1:
         _pip_from(args[1])
         args = args[2:]
@@ -128,7 +140,7 @@ if __name__ == "__main__":
             print("%s=%r" % (key, value))
         sys.exit(0)
     if keep is not None and args:
-        _only_settings(keep, args[0])
+        _only_settings(keep, args[0], show)
     import runpy
 
     sys.argv = ["pip"] + args

@@ -6,6 +6,7 @@ taken again by the process that holds it (fix --yes takes it before its check, t
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -150,6 +151,8 @@ def test_a_container_targets_pip_runs_with_only_the_kept_settings(tmp_path, whee
     assert "PIP_NO_INDEX" not in note and "PIP_FIND_LINKS" not in note
     pip_calls = [(args, env) for args, env in target.calls if "--list-settings" not in args]
     assert pip_calls and all(args[:2] == pip_settings.keep_argument() for args, _ in pip_calls), target.calls
+    # the dry run read them on its way (the note costs no pip start of its own), and nothing read them again
+    assert pip_calls[0][0][2] == "--print-settings" and len(pip_calls) == len(target.calls), target.calls
     assert not [k for _, env in target.calls for k in env if k.startswith("PIP_")], target.calls
 
 
@@ -166,3 +169,16 @@ def test_the_lock_taken_again_by_its_holder_is_held_until_the_outer_hold_ends(tm
             assert seen() == "held"
         assert seen() == "held"
     assert seen() == "free"
+
+
+def test_the_settings_a_dry_run_printed_first_read_as_the_listed_ones_and_leave_pips_output_alone():
+    listed = pip_settings.parse(LISTED)
+    as_read = {f"{section}.{key}": value for (section, key), value in listed.items()}
+    line = pip_settings.SHOWN + json.dumps(as_read, sort_keys=True)
+    settings, rest = pip_settings.shown(f"{line}\nERROR: pip's own line\n")
+    assert settings == listed and rest == "ERROR: pip's own line\n"
+    assert pip_settings.shown(f"{pip_settings.SHOWN}{{}}\n") == ({}, "")  # none set: read, and nothing to name
+    assert pip_settings.shown("ERROR: no line first\n") == (None, "ERROR: no line first\n")
+    assert pip_settings.shown(f"{pip_settings.SHOWN}[1]\nrest\n") == (None, "rest\n")
+    assert pip_settings.kept_only(None) and pip_settings.kept_only({"PIP_CONSTRAINT": "/c", "PIP_NO_INDEX": "1"})
+    assert not pip_settings.kept_only({"PIP_CONSTRAINT": "/c", "PIP_USER": "1"})
