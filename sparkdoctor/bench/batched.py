@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from dataclasses import replace
 from functools import partial
 
 from sparkdoctor.bench.correctness import (
@@ -18,9 +17,10 @@ from sparkdoctor.bench.correctness import (
     ask_payload,
     parse,
     score_payload,
+    scored_by,
     scores_of,
 )
-from sparkdoctor.bench.http import HttpError, post_json, run
+from sparkdoctor.bench.http import post_json, run
 
 MAX_BATCH = 64  # requests in flight at once: a sweep's top level above it is probed at 64
 MAX_WAVE_ANSWER_BYTES = 2**20  # each answer of a wave (a few KB on vLLM): 64 MiB held at most, not 64 x 16 MiB
@@ -45,6 +45,10 @@ def _wave(base_url: str, payloads: list[dict[str, object]]) -> list[Callable[[],
     return [partial(_settled, r) for r in run(main())]
 
 
+def _scores(got: Callable[[], dict[str, object]], ref: Answer) -> list[float] | None:
+    return scores_of(got(), ref.prompt_ids or [], ref.ids or [])
+
+
 def probe(base_url: str, model: str, vllm: bool, reference: list[Answer] | None, batch: int) -> list[Answer]:
     """`batch` probe requests at once, then (on vLLM, with a reference) `batch` scoring requests at once."""
     prompts = [PROBES[i % len(PROBES)] for i in range(min(batch, MAX_BATCH))]
@@ -56,8 +60,5 @@ def probe(base_url: str, model: str, vllm: bool, reference: list[Answer] | None,
     refs = [(i, ref) for i, p in enumerate(prompts) if (ref := by_prompt.get(p)) and ref.prompt_ids is not None and ref.ids]
     scored = _wave(base_url, [score_payload(model, ref.prompt_ids or [], ref.ids or []) for _, ref in refs])
     for (i, ref), g in zip(refs, scored, strict=True):
-        try:
-            answers[i] = replace(answers[i], scored=scores_of(g(), ref.prompt_ids or [], ref.ids or []))
-        except (HttpError, ValueError) as exc:
-            answers[i] = replace(answers[i], scoring_error=f"scoring the reference's tokens: {str(exc)[:300]}")
+        answers[i] = scored_by(answers[i], partial(_scores, g, ref))
     return answers

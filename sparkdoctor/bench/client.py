@@ -135,7 +135,8 @@ async def stream_one(base_url: str, api: str, payload: Mapping[str, object], tim
     end = t0
     try:
         async for at, line in post_lines(base_url, PATHS[api], payload, timeout, prefix=b"data:", total=bound.seconds,
-                                         max_bytes=bound.bytes, max_lines=bound.events, last=_is_done):
+                                         max_bytes=bound.bytes, max_lines=bound.events,
+                                         last=lambda line: line[5:].strip() == b"[DONE]"):
             end = at
             data = line[5:].strip()
             if data == b"[DONE]":
@@ -147,10 +148,6 @@ async def stream_one(base_url: str, api: str, payload: Mapping[str, object], tim
         return sample
     sample.e2e = end - t0
     return _account(sample, api, events, t0, bound.tokens)
-
-
-def _is_done(line: bytes) -> bool:
-    return line[5:].strip() == b"[DONE]"
 
 
 def _count(value: object) -> bool:

@@ -32,6 +32,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -173,11 +174,10 @@ def scores_of(doc: Mapping[str, object], prompt_ids: list[int], ids: list[int]) 
     return values[len(prompt_ids):want]
 
 
-def _score_into(answer: Answer, base_url: str, model: str, ref: Answer) -> Answer:
-    """`answer` with the server's scores of the reference's tokens, or the reason scoring them failed."""
-    assert ref.prompt_ids is not None and ref.ids
+def scored_by(answer: Answer, scores: Callable[[], list[float] | None]) -> Answer:
+    """`answer` with the server's scores of the reference's tokens (`scores()`), or the reason scoring them failed."""
     try:
-        return replace(answer, scored=score(base_url, model, ref.prompt_ids, ref.ids))
+        return replace(answer, scored=scores())
     except (HttpError, ValueError) as exc:
         return replace(answer, scoring_error=f"scoring the reference's tokens: {str(exc)[:300]}")
 
@@ -200,7 +200,7 @@ def probe(base_url: str, model: str, vllm: bool, reference: list[Answer] | None)
             if any(a.scoring_error for a in answers[:i]):
                 answers[i] = replace(answer, scoring_error="not scored: an earlier scoring request failed")
             elif ref and ref.prompt_ids is not None and ref.ids:
-                answers[i] = _score_into(answer, base_url, model, ref)
+                answers[i] = scored_by(answer, partial(score, base_url, model, ref.prompt_ids, ref.ids))
     return answers
 
 
@@ -313,7 +313,7 @@ def step(base_url: str, model: str, vllm: bool, toolchain_facts: Mapping[str, ob
         tripped = [f"{a.prompt!r}: {g}" for a in answers if (g := garbage(a))]
         if any(a.error for a in answers):
             verdict = Judgement(Verdict.UNCHECKED, tripped + ["a probe request failed: not stored as a reference"])
-        elif any(not _finite(a.logprobs) or not _finite(a.margins) for a in answers):
+        elif any(not math.isfinite(v) for a in answers for v in (a.logprobs or []) + (a.margins or [])):
             verdict = Judgement(Verdict.UNCHECKED, tripped + ["NaN or infinite log-probabilities: not stored as a "
                                                               "reference"])
         elif odd := [f"{a.prompt!r}: {g}" for a in wave or [] if (g := garbage(a)) and
@@ -369,7 +369,7 @@ def against(base_url: str, model: str, answers: list[Answer], theirs: list[Answe
         if answer.prompt_ids is not None and answer.prompt_ids != ref.prompt_ids:
             skipped.append(ref.prompt)
             continue
-        scored.append(_score_into(answer, base_url, model, ref))
+        scored.append(scored_by(answer, partial(score, base_url, model, ref.prompt_ids, ref.ids)))
     if not scored:
         judged = Judgement(Verdict.UNSCORED, ["arm A's answers carry no token ids to score (not vLLM, or its probes "
                                               "failed), or the arms tokenize every prompt differently"])
@@ -380,10 +380,6 @@ def against(base_url: str, model: str, answers: list[Answer], theirs: list[Answe
                   for w in judged.why] + [f"{p!r}: the arms tokenize it differently: not compared" for p in skipped]
     judged.reference = "arm A's answers (greedy, the same probes)"
     return {"against_a": asdict(judged)}
-
-
-def _finite(values: list[float] | None) -> bool:
-    return all(math.isfinite(v) for v in values or [])
 
 
 def _json_safe(answer: Answer) -> dict[str, object]:

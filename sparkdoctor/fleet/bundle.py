@@ -70,8 +70,8 @@ def probe_of(script: Path) -> str:
     return script.parent.name if script.name == "__main__.py" else script.stem
 
 
-# each probe's output is read as on_node reads a command's: its last bytes in a ring (on_node._tail)
-TAIL = inspect.getsource(on_node._tail) + "\n\n" + inspect.getsource(on_node._kept)
+# each probe is fed and its output read as on_node does a command's: its last bytes in a ring (on_node._tail)
+TAIL = "\n\n".join(inspect.getsource(f) for f in (on_node._tail, on_node._kept, on_node._feed))
 MULTI = '''\
 import sys
 if sys.path and sys.path[0] == "":  # `python3 -` put the working folder first: a ~/json.py must not run here
@@ -83,13 +83,6 @@ _OUT = [None] * len(_JOBS)
 
 
 {tail}
-
-def _feed(stream, data):
-    try:
-        stream.write(data)
-        stream.close()
-    except OSError:
-        pass
 
 
 def _one(i):

@@ -105,16 +105,17 @@ def _setting(fab: Fabric, key: str) -> tuple[str | None, str]:
     return str(entry.get("value")), f"{key}={entry.get('value')} ({entry.get('source')})"
 
 
-def hca_named(spec: str, device: str, port: object) -> bool:
-    """Whether NCCL_IB_HCA selects device:port (NCCL's syntax: comma list, `^` excludes, `=` exact names,
-    otherwise each entry a prefix of the device name; an optional :port)."""
-    exclude, exact = spec.startswith("^"), False
+def hca_named(spec: str, device: str, port: object = None) -> bool:
+    """Whether an NCCL list selects device:port (NCCL_IB_HCA) or, without a port, an interface (NCCL_SOCKET_IFNAME):
+    a comma list, `^` excludes, `=` exact names, otherwise each entry a prefix of the name; with a port, an entry
+    may end in :port."""
+    exclude = spec.startswith("^")
     body = spec[1:] if exclude else spec
-    if body.startswith("="):
-        exact, body = True, body[1:]
+    exact = body.startswith("=")
+    body = body[1:] if exact else body
     hit = False
     for item in filter(None, (x.strip() for x in body.split(","))):
-        name, _, want = item.partition(":")
+        name, _, want = item.partition(":") if port is not None else (item, "", "")
         if (device == name if exact else device.startswith(name)) and (not want or str(port) == want):
             hit = True
     return not hit if exclude else hit

@@ -156,17 +156,6 @@ def pinned(named: list[tuple[str, Facts]], variable: str) -> bool:
     return False
 
 
-def socket_ifname_named(spec: str, name: str) -> bool:
-    """Whether NCCL_SOCKET_IFNAME selects interface `name` (NCCL's syntax: comma list of prefixes, `^`
-    excludes, `=` exact names)."""
-    exclude, exact = spec.startswith("^"), False
-    body = spec[1:] if exclude else spec
-    if body.startswith("="):
-        exact, body = True, body[1:]
-    hit = any(name == item if exact else name.startswith(item) for item in filter(None, (x.strip() for x in body.split(","))))
-    return not hit if exclude else hit
-
-
 def _nccl_setting(fab: dict[str, object], facts: Facts, key: str) -> str | None:
     """An NCCL variable in force on a node: where its fabric facts found it (environment, nccl.conf), else its env."""
     nccl = fab.get("nccl")
@@ -194,7 +183,7 @@ def nccl_links(named: list[tuple[str, Facts]]) -> Callable[[str], bool] | None:
         spec = _nccl_setting(fab, facts, "NCCL_SOCKET_IFNAME")
         if spec:
             specs.add(spec)
-    return lambda name: name in netdevs or "/" in name or any(socket_ifname_named(s, name) for s in specs)
+    return lambda name: name in netdevs or "/" in name or any(hca_named(s, name) for s in specs)
 
 
 def up_subnets(facts: Facts) -> dict[str, str]:
@@ -204,4 +193,4 @@ def up_subnets(facts: Facts) -> dict[str, str]:
             if isinstance(x, dict) and x.get("subnet") and x.get("physical") and str(x.get("state")).lower() == "up"}
 
 
-__all__ = ["BENIGN", "RISKY", "Rule", "FLEET_RULES", "FLEET_RULES_PER_KEY", "memory_headroom", "nccl_links", "pinned", "socket_ifname_named", "up_subnets"]
+__all__ = ["BENIGN", "RISKY", "Rule", "FLEET_RULES", "FLEET_RULES_PER_KEY", "memory_headroom", "nccl_links", "pinned", "up_subnets"]

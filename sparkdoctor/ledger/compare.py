@@ -7,11 +7,11 @@ recipe or workload is said out loud, because then the numbers compare configurat
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from sparkdoctor.facts import Facts, FactsError
+from sparkdoctor.ledger.store import number
 
 FIGURES = (  # (name shown, where in a level summary, scale)
     ("decode tok/s/stream (headline)", ("headline", "decode_tps_per_stream"), 1.0),
@@ -57,14 +57,8 @@ def dig(data: object, path: tuple[str, ...]) -> object:
 
 
 def _number(value: object) -> float | None:
-    """A stored figure, or None when it is not a finite number (a damaged or hand-edited row)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
+    """A stored figure, or None when it is not a finite number (a damaged or hand-edited row): store.number's test."""
+    return float(value) if isinstance(value, (int, float)) and number(value, False) else None
 
 
 def _flatten(value: object, prefix: str = "") -> dict[str, object]:

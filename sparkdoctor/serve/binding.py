@@ -59,11 +59,6 @@ def _ephemeral_low(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int 
         return None
 
 
-def listeners(port: int, root: Path = Path("/proc")) -> dict[int, str]:
-    """The LISTEN sockets (state 0A) on `port` at any address, from /proc/net/tcp and tcp6: inode -> local address."""
-    return {inode: address for inode, (address, at) in all_listeners(root).items() if at == port}
-
-
 def all_listeners(root: Path = Path("/proc")) -> dict[int, tuple[str, int]]:
     """Every LISTEN socket (state 0A) of /proc/net/tcp and tcp6: inode -> (local address, port)."""
     found: dict[int, tuple[str, int]] = {}
@@ -92,7 +87,7 @@ def _address(text: str) -> str:
 
 def listening_inodes(port: int, root: Path = Path("/proc")) -> set[int]:
     """Inodes of the LISTEN sockets (state 0A) on `port` (any address), from /proc/net/tcp and tcp6."""
-    return set(listeners(port, root))
+    return {inode for inode, (_, at) in all_listeners(root).items() if at == port}
 
 
 def wide_listeners(pids: Iterable[int], root: Path = Path("/proc")) -> list[tuple[str, int]]:

@@ -313,7 +313,9 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Matrix | Sequence[HasSympto
         if isinstance(child, LocalServer) and server.pgid > 0:
             server.watch = MemoryWatch(server.pgid, server.pid, t0).start()
         _wait_ready(server, recipe, child, pump, ready_timeout, say, t0)
-        _write_launch(run_dir, server)
+        with contextlib.suppress(OSError):  # launch.json: a record for people; the launch does not depend on it
+            doc = {"launch_version": 1, **server.to_dict(), "recipe": server.recipe.to_dict()}
+            write_text(run_dir / "launch.json", json.dumps(doc, indent=1) + "\n")
         yield server
     except BaseException as exc:  # Ctrl-C and SIGTERM (proc.Interrupted) included: the server goes down first
         error = exc
@@ -405,9 +407,3 @@ def _wait_ready(server: Server, recipe: Recipe, child: LocalServer | ContainerSe
         known = f" [known problems so far: {', '.join(dict.fromkeys(h.entry_id for h in pump.hits))}]" if pump.hits else ""
         say(f"starting {recipe.name} ({time.monotonic() - t0:.0f}s){known}: {pump.last_line()[:100]}")
         time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
-
-
-def _write_launch(run_dir: Path, server: Server) -> None:
-    doc = {"launch_version": 1, **server.to_dict(), "recipe": server.recipe.to_dict()}
-    with contextlib.suppress(OSError):  # a record for people; the launch itself does not depend on it
-        write_text(run_dir / "launch.json", json.dumps(doc, indent=1) + "\n")

@@ -34,7 +34,7 @@ from sparkdoctor import proc
 from sparkdoctor.files import write_text
 from sparkdoctor.locations import state_dir
 from sparkdoctor.serve import supervisor
-from sparkdoctor.serve.supervisor import start_time, stat_of, token_of
+from sparkdoctor.serve.supervisor import signal_pid, start_time, stat_of, token_of
 from sparkdoctor.targets.container_inspect import CLI_ENV, RUNTIME_ENV
 
 SWEEP_GRACE_S = 5.0
@@ -133,37 +133,18 @@ def ours(doc: dict[str, object]) -> list[int]:
     return sorted(int(n) for n in names if _belongs(int(n), doc))
 
 
-def _signal(pid: int, sig: int, doc: dict[str, object]) -> None:
-    try:
-        fd = os.pidfd_open(pid)  # from here on the pid cannot be recycled under us
-    except (AttributeError, OSError):
-        fd = None
-    try:
-        if not _belongs(pid, doc):
-            return
-        if fd is not None:
-            signal.pidfd_send_signal(fd, sig)
-        else:
-            os.kill(pid, sig)
-    except OSError:
-        pass
-    finally:
-        if fd is not None:
-            os.close(fd)
-
-
 def _sweep_local(doc: dict[str, object], grace: float) -> str | None:
     pids = ours(doc)
     if not pids:
         return None
     for pid in pids:
-        _signal(pid, signal.SIGTERM, doc)
+        signal_pid(pid, signal.SIGTERM, lambda p: _belongs(p, doc), by_number=True)
     until = time.monotonic() + grace
     while time.monotonic() < until and ours(doc):
         time.sleep(0.1)
     left = ours(doc)
     for pid in left:
-        _signal(pid, signal.SIGKILL, doc)
+        signal_pid(pid, signal.SIGKILL, lambda p: _belongs(p, doc), by_number=True)
     how = "SIGTERM" + (" then SIGKILL" if left else "")
     return f"process group {doc.get('pgid')} ({doc.get('program') or 'server'}, {len(pids)} process(es)): {how}"
 

@@ -124,10 +124,6 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
-def _arm_parent_death_signal() -> None:
-    _prctl(PR_SET_PDEATHSIG, signal.SIGUSR1)
-
-
 def _die_with(parent: int) -> None:
     """In the server, between fork and exec: SIGTERM when `parent` (this process) ends, whatever ended it."""
     if _prctl(PR_SET_PDEATHSIG, signal.SIGTERM) and os.getppid() != parent:
@@ -191,19 +187,24 @@ def carriers(token: str, floor: int, pids: list[int] | None = None) -> list[int]
     return found
 
 
-def _send(pid: int, sig: int, still: Callable[[int], bool]) -> None:
-    """`sig` to `pid` if `still(pid)` holds once a pidfd to it is open: a recycled pid is never signalled."""
+def signal_pid(pid: int, sig: int, still: Callable[[int], bool], by_number: bool = False) -> None:
+    """`sig` to `pid` if `still(pid)` holds once a pidfd to it is open: a recycled pid is never signalled. Without a
+    pidfd it is gone, or there is none (the group's signal and the next launch's sweep are left); `by_number` (the
+    sweep: nothing is left after it) then signals the pid that `still` holds for."""
     try:
-        fd = os.pidfd_open(pid)
+        fd: int | None = os.pidfd_open(pid)
     except (AttributeError, OSError):
-        return  # gone (or no pidfd: the group's signal and the next launch's sweep are left)
+        if not by_number:
+            return
+        fd = None
     try:
         if still(pid):
-            signal.pidfd_send_signal(fd, sig)
+            os.kill(pid, sig) if fd is None else signal.pidfd_send_signal(fd, sig)
     except OSError:
         pass
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 def _stop_group(pgid: int, grace: float, cleanup: list[list[str]], token: str, floor: int) -> None:
@@ -226,7 +227,7 @@ def _stop_group(pgid: int, grace: float, cleanup: list[list[str]], token: str, f
 
     def send(sig: int) -> None:
         for pid in ours():
-            _send(pid, sig, still)
+            signal_pid(pid, sig, still)
 
     send(signal.SIGTERM)
     until = time.monotonic() + grace
@@ -282,7 +283,7 @@ def main(argv: list[str] | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, ignore)  # a handler, not SIG_IGN: handlers do not pass through exec to the server
     signal.signal(signal.SIGUSR1, wake)
-    _arm_parent_death_signal()
+    _prctl(PR_SET_PDEATHSIG, signal.SIGUSR1)
     adopting = _prctl(PR_SET_CHILD_SUBREAPER, 1)  # before the server starts: a daemon may leave its group at once
     me = os.getpid()
     pgid = os.getpgrp()

@@ -286,3 +286,14 @@ def test_one_node_has_no_fabric_to_judge(tmp_path):
     fabrics = read(tmp_path, pair(**ONE_TWIN))
     topo, found = fabric.judge({"spark-2": fabrics["spark-2"]})
     assert topo.kind == "single" and found == []
+
+
+@pytest.mark.parametrize("spec,name,named", [
+    ("enp1s0f0np0,eth", "eth0", True),  # prefixes
+    ("=eth", "eth0", False),  # exact names only
+    ("^enp", "enp1s0f0np0", False),
+    ("eth0:1", "eth0:1", True),  # an interface alias is one name: no port in NCCL_SOCKET_IFNAME
+    ("eth0:1", "eth0", False),
+])
+def test_nccl_socket_ifname_syntax(spec, name, named):
+    assert fabric.hca_named(spec, name) is named
