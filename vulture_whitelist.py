@@ -24,7 +24,6 @@ reported  # unused variable (sparkdoctor/vocab.py)
 inconclusive  # unused variable (sparkdoctor/vocab.py)
 flipped  # unused variable (sparkdoctor/vocab.py)
 EXIT_DIFF_BAD_INPUT  # unused variable (sparkdoctor/exitcodes.py)
-OUTCOMES  # unused variable (sparkdoctor/conclusions/model.py)
 
 # Fields of dataclasses written out whole (asdict, JSON), keys of JSON TypedDicts, and the TarInfo field tarfile reads
 vocab  # unused variable (sparkdoctor/audit/modelconfig.py)

@@ -14,7 +14,7 @@ from typing import Any
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.locate import resolve_model
 from sparkdoctor.audit.modelconfig import SERVED_BYTES, served_bytes
-from sparkdoctor.recipes.model import Recipe, vllm_spelling
+from sparkdoctor.recipes.model import Recipe, flag_value, vllm_spelling
 from sparkdoctor.recipes.vllm_config import serve_config, served_argv
 
 _SIZED = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
@@ -77,18 +77,8 @@ RECIPE_DEFAULTS: dict[str, Any] = {**DEFAULTS, "max_num_seqs": None}
 
 def flag_values(argv: list[str]) -> dict[str, str]:
     """The last value of each sizing flag in argv (`--flag value` or `--flag=value`), by option name."""
-    by_flag = {flag: name for name, (flag, _) in FLAGS.items()}
-    found: dict[str, str] = {}
-    for i, arg in enumerate(argv):
-        flag, eq, value = vllm_spelling(arg).partition("=")
-        if flag not in by_flag:
-            continue
-        if not eq:
-            if i + 1 >= len(argv):
-                continue
-            value = argv[i + 1]
-        found[by_flag[flag]] = value
-    return found
+    values = {name: flag_value(argv, flag) for name, (flag, _) in FLAGS.items()}
+    return {name: value for name, value in values.items() if value is not None}
 
 
 def recipe_settings(recipe: Recipe, explicit: Mapping[str, object]) -> tuple[dict[str, Any], dict[str, str]]:

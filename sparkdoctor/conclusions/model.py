@@ -11,7 +11,6 @@ from sparkdoctor.ledger.store import number
 from sparkdoctor.text import one_line
 
 CONCLUSION_VERSION = 1  # the shape of `data_json` in the ledger and of the JSON documents
-OUTCOMES = ("holds", "flipped", "changed", "inconclusive")  # the words of sparkdoctor.vocab.Outcome
 
 
 class ConclusionError(InputError, RuntimeError):

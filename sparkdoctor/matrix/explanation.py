@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sparkdoctor.exitcodes import EXIT_EXPLAIN_NO_MATCH, EXIT_OK
 from sparkdoctor.matrix.ambiguity import decide_with
+from sparkdoctor.matrix.conditions.serving import describe
 
 if TYPE_CHECKING:
     from sparkdoctor.matrix.ambiguity import Ambiguity
@@ -17,8 +19,6 @@ if TYPE_CHECKING:
 def describe_condition(key: str, value: object) -> str:
     """One `when` condition in words a person reads: `nvidia-cutlass-dsl ==4.5.0`, `CUTE_DSL_ARCH unset`."""
     if key == "serving" and isinstance(value, dict):
-        from sparkdoctor.matrix.conditions.serving import describe
-
         return describe(value)
     if isinstance(value, dict):
         parts = []
@@ -73,8 +73,6 @@ class Explanation:
 
     @property
     def exit_code(self) -> int:
-        from sparkdoctor.exitcodes import EXIT_EXPLAIN_NO_MATCH, EXIT_OK
-
         return EXIT_OK if self.matches else EXIT_EXPLAIN_NO_MATCH
 
     def to_json(self) -> dict[str, object]:

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sparkdoctor.errors import UsageError
+from sparkdoctor.mods.images import image_tree
 from sparkdoctor.mods.judge import judge_mod
-from sparkdoctor.mods.model import ModResult, Verdict
-from sparkdoctor.mods.trees import ReleaseTree, SiteTree, Tree, parse_release, venv_tree
+from sparkdoctor.mods.model import ModError, ModResult, Verdict
+from sparkdoctor.mods.trees import (
+    ContainerTree,
+    ReleaseTree,
+    SiteTree,
+    Tree,
+    parse_release,
+    this_python,
+    venv_tree,
+)
+from sparkdoctor.targets.choose import refuse_bad_target_options, resolve_target
 
 MODS_VERSION = 1
 EXIT_MODS_FAIL = 1  # a mod fails on the target (or, with --strict, is superseded or cannot be judged)
@@ -52,46 +64,31 @@ def resolve_tree(options: ModsOptions) -> Tree:
     chosen = sum(bool(x) for x in (options.python, options.site, options.releases, options.container is not None,
                                    options.image is not None))
     if chosen > 1:
-        from sparkdoctor.mods.model import ModError
-
         raise ModError("--python, --site, --release, --container and --image exclude each other: judge against one "
                        "target at a time")
     if options.container is not None:
-        from sparkdoctor.mods.trees import ContainerTree
-        from sparkdoctor.targets.choose import refuse_bad_target_options, resolve_target
-
         refuse_bad_target_options(None, options.container, options.container_python, False)
         return ContainerTree(resolve_target(None, options.container, options.container_python))  # TargetError: exit 3
     if options.container_python is not None:
-        from sparkdoctor.errors import UsageError
-
         raise UsageError("--container-python needs --container or --image (for a local interpreter use --python)")
     if options.releases:
         return ReleaseTree([parse_release(spec) for spec in options.releases])
     if options.site:
         missing = next((s for s in options.site if not s.is_dir()), None)
         if missing is not None:  # judged against nothing, every mod "fails": bad input, not a verdict
-            from sparkdoctor.mods.model import ModError
-
             why = "no such file or folder" if not missing.exists() else "a file, not a folder"
             raise ModError(f"--site {missing}: not a folder ({why}); give the site-packages folder the mods edit")
         return SiteTree(list(options.site), " + ".join(str(s) for s in options.site), confined=True)
-    from sparkdoctor.mods.trees import this_python
-
     return venv_tree(options.python or _default_python() or this_python())
 
 
 def _default_python() -> str | None:
-    import os
-
     venv = os.environ.get("VIRTUAL_ENV")
     return str(Path(venv) / "bin" / "python") if venv else None
 
 
 def run(options: ModsOptions) -> ModsReport:
     if options.image is not None and not any((options.python, options.site, options.releases, options.container)):
-        from sparkdoctor.mods.images import image_tree
-
         with image_tree(options.image, options.container_python) as image:  # removed again whatever happens
             return ModsReport(image.label, [judge_mod(p, image, options.timeout) for p in options.paths], options.strict)
     tree = resolve_tree(options)

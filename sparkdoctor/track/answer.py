@@ -11,7 +11,11 @@ from typing import Any
 
 from sparkdoctor.errors import InputError
 from sparkdoctor.exitcodes import EXIT_OK, EXIT_VERIFY_CONTRADICTED, EXIT_VERIFY_ERROR
-from sparkdoctor.track.run import NEEDS_EDIT
+from sparkdoctor.matrix import load
+from sparkdoctor.released import Reader
+from sparkdoctor.track.run import NEEDS_EDIT, track
+from sparkdoctor.track.transitions import probe_track
+from sparkdoctor.verify.modes import terminal_log
 
 
 @dataclass
@@ -34,11 +38,6 @@ class TrackAnswer:
 def track_matrix(matrix_path: Path | None, through: dict[str, str], platform: str, python: str, since: str | None = None,
                  probe: str | None = None) -> TrackAnswer:
     """A MatrixError or RemoteError (exit 2) says itself; a matrix with nothing tracked is an InputError (2)."""
-    from sparkdoctor.matrix import load
-    from sparkdoctor.released import Reader
-    from sparkdoctor.track.run import track
-    from sparkdoctor.verify.modes import terminal_log
-
     matrix = load(matrix_path)
     if not matrix.tracking or not matrix.tracking.tracked:
         raise InputError(f"{matrix.source}: the matrix has no [tracked] table (package = \"tracked-through version\"); nothing to track")
@@ -47,8 +46,6 @@ def track_matrix(matrix_path: Path | None, through: dict[str, str], platform: st
     try:
         result = track(matrix, reader, through, terminal_log(), since)
         if probe:  # `--probe`: the new releases' compilers and kernel sources, compiled for the arch (sparkdoctor.track.transitions)
-            from sparkdoctor.track.transitions import probe_track
-
             probed = probe_track(matrix, reader, result.packages, probe, terminal_log())
             result.proposals += probed.proposals
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
@@ -49,22 +49,23 @@ def _said(backports: list[str], yanked: list[str], builds: dict[str, list[str]] 
                    if versions)
 
 
+def _table(head: tuple[str, ...], rows: list[tuple[object, ...]]) -> list[str]:
+    return [f"| {' | '.join(head)} |", "|" + "---|" * len(head), *(f"| {' | '.join(map(str, row))} |" for row in rows)]
+
+
 def track_markdown(d: dict[str, Any]) -> str:
     out = [f"# matrix track, {d['taken_at']}", "",
            f"Matrix: {d['matrix']}. Wheels read for {d['platform']}, CPython {d['python']} (another platform's wheel only where "
-           "a release has none for it, said per release).", "", "## Packages", "", "| package | tracked through | read through | new releases | note |",
-           "|---|---|---|---|---|"]
-    for p in d["packages"]:
-        said = _said(p.get("backports", []), p.get("yanked", []), p.get("builds"), p.get("builds_more"))
-        backports = f" ({said.lstrip('; ')})" if said else ""
-        out.append(f"| {p['package']} | {p['tracked']} | {p['through'] or 'newest'} | {_releases(p['releases'], p.get('left_out'))}{backports} | {_md(p['note'])} |")
-    out += ["", "## Entries", "", "| entry | reads | bound | verdict | why |", "|---|---|---|---|---|"]
-    for e in d["entries"]:
-        out.append(f"| {e['id']} | {e['package']} | {e['spec'] or '-'} | {e['verdict']} | {_md(e['why'])} |")
+           "a release has none for it, said per release).", "", "## Packages", ""]
+    said = [_said(p.get("backports", []), p.get("yanked", []), p.get("builds"), p.get("builds_more")) for p in d["packages"]]
+    out += _table(("package", "tracked through", "read through", "new releases", "note"), [
+        (p["package"], p["tracked"], p["through"] or "newest", _releases(p["releases"], p.get("left_out")) + (f" ({s.lstrip('; ')})" if s else ""),
+         _md(p["note"])) for p, s in zip(d["packages"], said, strict=True)])
+    out += ["", "## Entries", "", *_table(("entry", "reads", "bound", "verdict", "why"),
+                                          [(e["id"], e["package"], e["spec"] or "-", e["verdict"], _md(e["why"])) for e in d["entries"]])]
     if d["proposals"]:
-        out += ["", "## Proposed edits (not applied)", "", "| where | field | from | to | because |", "|---|---|---|---|---|"]
-        for p in d["proposals"]:
-            out.append(f"| {p.get('entry', p['file'])} | {p['field']} | {p['from']} | {p['to']} | {_md(p['because'])} |")
+        out += ["", "## Proposed edits (not applied)", "", *_table(("where", "field", "from", "to", "because"), [
+            (p.get("entry", p["file"]), p["field"], p["from"], p["to"], _md(p["because"])) for p in d["proposals"]])]
     if d.get("applied") or d.get("not_applied"):
         out += ["", "## Written into the matrix (--apply)", ""] + [f"- {_md(a)}" for a in d.get("applied", [])]
         out += [f"- not applied: {_md(a)}" for a in d.get("not_applied", [])]
@@ -73,9 +74,8 @@ def track_markdown(d: dict[str, Any]) -> str:
     if d.get("probe"):
         out += ["", "## Probes (--probe)", "", *(f"- {_md(line)}" for line in probe_lines(d["probe"]))]
     if d["untracked"]:
-        out += ["", "## Bounds on tracked packages that no file check follows", "", "| entry | bound | why |", "|---|---|---|"]
-        for u in d["untracked"]:
-            out.append(f"| {u['id']} | {u['package']} {u['spec']} | {_md(u['why'])} |")
+        out += ["", "## Bounds on tracked packages that no file check follows", "", *_table(("entry", "bound", "why"), [
+            (u["id"], f"{u['package']} {u['spec']}", _md(u["why"])) for u in d["untracked"]])]
     summary = ", ".join(f"{n} {v}" for v, n in d["summary"].items() if n)
     cut = "".join(f" {p['left_out']:,} older new release(s) of {p['package']} left out, not checked." for p in d["packages"] if p.get("left_out"))
     out += ["", f"Summary: {summary or 'no entry with a file check on a tracked package'}; {len(d['untracked'])} bounds not followed.{cut}"]
@@ -107,9 +107,7 @@ def render_track(d: dict[str, Any], console: Console, verbose: bool = False) -> 
                           soft_wrap=True)
     shown = [e for e in d["entries"] if verbose or e["verdict"] in NEEDS_EDIT]
     if shown:
-        table = Table(show_lines=False)
-        for col in ("entry", "bound", "verdict", "why"):
-            table.add_column(col, overflow="fold")
+        table = Table(*(Column(col, overflow="fold") for col in ("entry", "bound", "verdict", "why")), show_lines=False)
         for e in shown:
             table.add_row(_e(e["id"]), _e(f"{e['package']} {e['spec'] or ''}"), _e(e["verdict"]), _e(e["why"]))
         console.print(table)

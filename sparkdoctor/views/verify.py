@@ -75,9 +75,7 @@ def render_latest(results: list[dict[str, Any]], console: Console) -> None:
 
 
 def render_bounds(results: list[BoundResult], console: Console) -> None:
-    table = Table()
-    for col in ("entry", "bound", "verdict", "why"):
-        table.add_column(col)
+    table = Table("entry", "bound", "verdict", "why")
     for r in results:
         where = " (constraint)" if r.source == "constraints" else ""
         table.add_row(escape(r.id), escape(f"{r.package} {r.spec}{where}"), escape(r.verdict), escape(r.why))
@@ -90,9 +88,7 @@ def render_bounds(results: list[BoundResult], console: Console) -> None:
 
 
 def render_stacks(results: list[StackResult], console: Console) -> None:
-    table = Table()
-    for col in ("stack", "python", "verdict", "why"):
-        table.add_column(col)
+    table = Table("stack", "python", "verdict", "why")
     for r in results:
         table.add_row(escape(r.id), escape(r.python), escape(r.verdict), escape(r.why))
     console.print(table)

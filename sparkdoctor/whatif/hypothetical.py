@@ -31,10 +31,10 @@ from sparkdoctor.facts import Facts
 from sparkdoctor.locations import data_dir
 from sparkdoctor.released import Reader, cache_root
 from sparkdoctor.targets.early import loads_code
+from sparkdoctor.whatif.probe import LIBS
 from sparkdoctor.whatif.resolve import Change
 
 PROBED = {"vllm": "vllm", "flashinfer-python": "flashinfer"}  # distribution -> top-level package the probe reads
-CUTEDSL_LIBS = {"nvidia-cutlass-dsl-libs-cu13": "libs-cu13", "nvidia-cutlass-dsl-libs-base": "libs-base", "nvidia-cutlass-dsl-libs-cu12": "libs-cu12"}
 PROBE_TIMEOUT = 120.0
 
 
@@ -111,7 +111,7 @@ def cutedsl_build_after(packages: Mapping[str, Mapping[str, object]], changes: l
         how = f"the driver's CUDA {cuda} picks cu{pick}" if major is not None else f"no driver known: the newest, cu{pick}"
         return f"libs-cu{pick}", (f"nvidia-cutlass-dsl {umbrella}'s .pth puts dsl_packages first on sys.path; "
                                   f"its compilers: {', '.join(f'cu{f}' for f in sorted(flavours))}; {how}")
-    libs = [CUTEDSL_LIBS[c.name] for c in changes if c.name in CUTEDSL_LIBS]
+    libs = [build for c in changes for build, dist in LIBS.items() if dist == c.name]
     if libs:
         return libs[-1], f"the upgrade writes {', '.join(libs)}; the last written is on disk"
     return None, ""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sparkdoctor.facts import Facts
-from sparkdoctor.matrix.conditions.shapes import as_list
+from sparkdoctor.matrix.conditions.shapes import as_list, v_table
 from sparkdoctor.matrix.model import Check
 from sparkdoctor.patterns import BUDGET_SECONDS, MATCH_SECONDS, regex_problem, search
 
@@ -27,12 +27,9 @@ def _value(name: str, got: str | None) -> str:
 
 
 def v_env(value: object) -> str | None:
-    if not isinstance(value, dict) or not value:
-        return "must be a table of NAME = true (set) | false (unset) | \"value\" (equals) | [\"a\", \"b\"] (one of)"
-    for name, rule in value.items():
-        if not (isinstance(rule, (bool, str)) or (isinstance(rule, list) and rule and all(isinstance(x, str) for x in rule))):
-            return f"{name}: must be true, false, a string or a list of strings"
-    return None
+    return v_table(value, 'NAME = true (set) | false (unset) | "value" (equals) | ["a", "b"] (one of)', lambda _, rule: None
+                   if isinstance(rule, (bool, str)) or (isinstance(rule, list) and rule and all(isinstance(x, str) for x in rule))
+                   else "must be true, false, a string or a list of strings")
 
 
 def eval_env(value: Mapping[str, object], facts: Facts) -> list[Check]:
@@ -77,13 +74,7 @@ def _default_check(name: str, options: list[str], facts: Facts) -> Check:
 
 
 def v_regex_table(value: object) -> str | None:
-    if not isinstance(value, dict) or not value:
-        return "must be a table of NAME = \"regular expression\""
-    for name, rx in value.items():
-        err = regex_problem(rx)
-        if err:
-            return f"{name}: {err}"
-    return None
+    return v_table(value, 'NAME = "regular expression"', lambda _, rx: regex_problem(rx))
 
 
 def eval_env_matches(value: dict[str, str], facts: Facts) -> list[Check]:

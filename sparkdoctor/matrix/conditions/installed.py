@@ -11,7 +11,7 @@ from packaging.version import Version
 
 from sparkdoctor.facts import Facts
 from sparkdoctor.flashinfer_kernels import STATUSES, state
-from sparkdoctor.matrix.conditions.shapes import as_list, v_str_list
+from sparkdoctor.matrix.conditions.shapes import as_list, v_str_list, v_table
 from sparkdoctor.matrix.model import Check
 from sparkdoctor.matrix.versions import shown, spec_problem, version_in
 from sparkdoctor.names import canonicalize_name
@@ -105,13 +105,7 @@ def eval_torch_cuda(value: str, facts: Facts) -> list[Check]:
 
 
 def v_modified(value: object) -> str | None:
-    if not isinstance(value, dict) or not value:
-        return "must be a table of package = [\"glob\", ...] (\"*\" for any file)"
-    for name, globs in value.items():
-        err = v_str_list(globs)
-        if err:
-            return f"{name}: {err}"
-    return None
+    return v_table(value, 'package = ["glob", ...] ("*" for any file)', lambda _, globs: v_str_list(globs))
 
 
 def eval_modified(value: Mapping[str, object], facts: Facts) -> list[Check]:

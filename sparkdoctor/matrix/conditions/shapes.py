@@ -3,6 +3,7 @@ table of package = specifier). Each returns why the TOML value is wrong, or None
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sparkdoctor.matrix.versions import spec_problem
@@ -21,20 +22,18 @@ def v_str_list(value: object) -> str | None:
     return "must be a string or a non-empty list of strings"
 
 
-def v_spec_table(value: object) -> str | None:
+def v_table(value: object, shape: str, item: Callable[[str, object], str | None]) -> str | None:
+    """A non-empty table (`must be a table of SHAPE` otherwise) whose every item passes `item(key, value)`: the
+    first that does not, as `KEY: why`."""
     if not isinstance(value, dict) or not value:
-        return "must be a table of package = \"specifier\""
-    for name, spec in value.items():
-        err = name_problem(name) or spec_problem(spec)
-        if err:
-            return f"{name}: {err}"
-    return None
+        return f"must be a table of {shape}"
+    return next((f"{k}: {err}" for k, v in value.items() if (err := item(k, v))), None)
+
+
+def v_spec_table(value: object) -> str | None:
+    return v_table(value, 'package = "specifier"', lambda name, spec: name_problem(name) or spec_problem(spec))
 
 
 def v_scalar_table(value: object) -> str | None:
-    if not isinstance(value, dict) or not value:
-        return "must be a table of id = value"
-    for k, v in value.items():
-        if not isinstance(v, (str, bool, int, list)):
-            return f"{k}: must be a string, boolean, integer or list"
-    return None
+    return v_table(value, "id = value", lambda _, v: None if isinstance(v, (str, bool, int, list))
+                   else "must be a string, boolean, integer or list")
