@@ -71,10 +71,11 @@ def test_ignore_takes_the_finding_like_any_engine_finding():
     assert found == {} and report.ignored == ["requires-triton-missing"] and report.exit_code() == 0
 
 
-def check(python) -> tuple[int, dict]:
+def check(python, *args: str) -> tuple[int, dict]:
     env = {**os.environ, "COLUMNS": "200"}
     done = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--python", str(python), "--arch", "sm_121a",
-                           "--format", "json"], capture_output=True, text=True, timeout=300, env=env)
+                           "--format", "json", *args], capture_output=True, text=True, timeout=300, env=env)
+    assert "no matrix entry has this id" not in done.stderr, done.stderr  # an engine id is always accepted
     return done.returncode, json.loads(done.stdout)
 
 
@@ -86,6 +87,8 @@ def test_a_real_no_deps_install_fails_the_gate_and_a_real_healthy_one_does_not()
     assert found["requires-nvidia-cutlass-dsl-missing"]["severity"] == "error"
     assert "nvidia-cutlass-dsl 4.8.1 requires nvidia-cutlass-dsl-libs-base==4.8.1; installed: none" in \
         found["requires-nvidia-cutlass-dsl-missing"]["evidence"]
+    code, doc = check(venvs.cutedsl_no_deps(), "--ignore", "requires-nvidia-cutlass-dsl-missing")
+    assert code == 0 and doc["ignored"] == ["requires-nvidia-cutlass-dsl-missing"], doc["summary"]
 
     code, doc = check(venvs.cutedsl450())  # `pip install nvidia-cutlass-dsl==4.5.0`: its requirements all there
     pkg = doc["facts"]["packages"]["nvidia-cutlass-dsl"]
