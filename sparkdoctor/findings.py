@@ -30,6 +30,7 @@ from sparkdoctor.matrix import (
     version_in,
 )
 from sparkdoctor.matrix.freshness import knowledge
+from sparkdoctor.requires import Unmet, unmet_requirements
 from sparkdoctor.text import clip, one_line
 from sparkdoctor.vocab import Verdict
 
@@ -339,6 +340,33 @@ def unfinished_fix_finding(facts: Facts) -> Finding | None:
                    evidence=[message], refs=[], component="sparkdoctor", evidence_level="reproduced")
 
 
+REQUIRES_FINDING_PREFIX = "requires-"  # requires-<component>-missing (error), requires-<component>-version (warn)
+
+
+def requirement_findings(facts: Facts) -> list[Finding]:
+    """The engine's findings for components whose Requires-Dist the target does not satisfy (sparkdoctor.requires):
+    per component, one error for requirements not installed (it cannot import), one warning for versions outside."""
+    groups: dict[tuple[str, bool], list[Unmet]] = {}
+    for unmet in unmet_requirements(facts):
+        groups.setdefault((unmet.component, unmet.missing), []).append(unmet)
+    out = []
+    for (component, missing), items in groups.items():
+        version = items[0].component_version
+        what = "not installed" if missing else "installed at a version outside what it requires"
+        title = f"{component} {version}: {len(items)} requirement{'s' if len(items) > 1 else ''} {what}"
+        summary = (f"{component} {version}'s METADATA (Requires-Dist) names distributions this environment "
+                   + ("does not have: importing it fails (a `pip install --no-deps` or a removed dependency leaves this)."
+                      if missing else "has at other versions than it asks for: it may fail to import or misbehave."))
+        evidence = [f"{component} {version} requires {u.requirement}; installed: {u.installed or 'none'}" for u in items]
+        out.append(Finding(
+            id=f"{REQUIRES_FINDING_PREFIX}{component}-{'missing' if missing else 'version'}",
+            severity="error" if missing else "warn", action="fix", title=title, summary=summary,
+            remedy=(f"install {component} with its dependencies in the target (`python -m pip install '{component}=={version}'`, "
+                    "without --no-deps); `python -m pip check` there lists the same"),
+            evidence=evidence, refs=[], component=component, evidence_level="reproduced"))
+    return out
+
+
 def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: set[str] | None = None) -> Report:
     ignore = ignore or set()
     facts.arch = settle(facts.arch)  # one place for every path: live, snapshot, hand-built (sparkdoctor.arch)
@@ -351,7 +379,7 @@ def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: s
             finding.evidence.append(line)
     probe_findings, unverified = check_probes(facts, matched)
     unfinished = unfinished_fix_finding(facts)
-    probe_findings += [unfinished] if unfinished else []
+    probe_findings += ([unfinished] if unfinished else []) + requirement_findings(facts)
     findings += [f for f in probe_findings if f.id not in ignore]
     findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.component, f.id))
     ignored = sorted([ev.entry.id for ev in matched if ev.entry.id in ignore] + [f.id for f in probe_findings if f.id in ignore])

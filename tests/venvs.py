@@ -147,6 +147,22 @@ def cutedsl450() -> Path:
     return _cached("cutedsl450", CUTEDSL_450, build)
 
 
+# `pip install --no-deps nvidia-cutlass-dsl==4.8.1`: the meta package without the compiler build it requires
+# (libs-base, libs-cu12): `import cutlass` fails. A few hundred kB.
+CUTEDSL_NO_DEPS = ["--no-deps", "nvidia-cutlass-dsl==4.8.1"]
+
+
+def cutedsl_no_deps() -> Path:
+    """The python of that venv (read-only use)."""
+
+    def build(venv: Path) -> None:
+        _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], f"python -m venv {venv}", timeout=120)
+        _run([sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", str(python_of(venv)), "install",
+              "-q", *CUTEDSL_NO_DEPS], f"pip install {' '.join(CUTEDSL_NO_DEPS)}")
+
+    return _cached("cutedslnodeps", CUTEDSL_NO_DEPS, build)
+
+
 def copy_of(python: Path, to: Path) -> Path:
     """A private copy of the cached venv of `python` at `to` (`cp -a`: every byte, mode and mtime; a venv's paths are
     its pyvenv.cfg's and relative ones), for a test that changes it; returns its python. 1 s of CPU where building

@@ -39,7 +39,7 @@ probe_site.rebuild()  # started with -S: sys.path as site would have made it, fr
 from probe_io import answer  # noqa: E402
 from targetenv_base import ERRORS, canonical, error, is_tracked  # noqa: E402
 from targetenv_cutedsl import cutedsl_build  # noqa: E402
-from targetenv_dists import direct_url, find_distributions, torch_build  # noqa: E402
+from targetenv_dists import REQUIRES_OF, direct_url, find_distributions, read_requires, torch_build  # noqa: E402
 from targetenv_hashes import HashCache  # noqa: E402
 from targetenv_integrity import check_integrity, prepare, resolve_shared_files  # noqa: E402
 from targetenv_kernels import flashinfer_kernels  # noqa: E402
@@ -120,6 +120,10 @@ def describe_package(dist, records, cache):
                       "(pip install -e PATH, from where the checkout is now)" % (dist.name, dist.version, checkout))
     if dist.canonical == "torch":
         pkg.update(torch_build(dist))
+    if dist.canonical in REQUIRES_OF:
+        requires = read_requires(dist)
+        if requires is not None:
+            pkg["requires"] = requires
     return pkg
 
 

@@ -49,6 +49,30 @@ def read_headers(path):
     return found.get("name"), found.get("version")
 
 
+# The serving-stack components whose Requires-Dist are reported (check judges them: a `pip install --no-deps vllm`
+# leaves vLLM unable to import, and nothing else would say so).
+REQUIRES_OF = ("vllm", "torch", "flashinfer-python", "nvidia-cutlass-dsl", "triton")
+
+
+def read_requires(dist):
+    """The Requires-Dist values of a .dist-info METADATA header block, in order; None for an .egg-info (its
+    requires.txt is another format) or a METADATA that cannot be read."""
+    if not dist.is_dist_info or dist.metadata_error:
+        return None
+    try:
+        head, _ = read_head(os.path.join(dist.info_dir, "METADATA"), MAX_HEADER)
+    except OSError:
+        return None
+    end = head.find(b"\n\n")
+    text = (head if end < 0 else head[:end]).decode("utf-8", "replace")
+    found = []
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() == "requires-dist" and value.strip():
+            found.append(value.strip())
+    return found
+
+
 def name_from_folder(entry):
     """(name, version) from a metadata folder's name: 'vllm-0.22.0.dist-info', 'six-1.17.0-py3.8.egg-info'."""
     stem = entry.rsplit(".", 1)[0]

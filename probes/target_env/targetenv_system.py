@@ -3,6 +3,7 @@ variables (secrets redacted), ptxas binaries inside site-packages, the pip confi
 """
 
 import os
+import platform
 import sys
 
 from probe_io import read_head
@@ -75,6 +76,29 @@ def describe_target():
         "base_prefix": base_prefix,
         "is_venv": sys.prefix != base_prefix,
         "executable": sys.executable,
+        "markers": marker_environment(),
+    }
+
+
+def marker_environment():
+    """The PEP 508 marker variables of this interpreter, as packaging's default_environment() gives them (the
+    sparkdoctor process evaluates each component's Requires-Dist markers against these, not its own)."""
+    info = sys.implementation.version
+    impl_version = "%d.%d.%d" % (info.major, info.minor, info.micro)
+    if info.releaselevel != "final":
+        impl_version += info.releaselevel[0] + str(info.serial)
+    return {
+        "implementation_name": sys.implementation.name,
+        "implementation_version": impl_version,
+        "os_name": os.name,
+        "platform_machine": platform.machine(),
+        "platform_release": platform.release(),
+        "platform_system": platform.system(),
+        "platform_version": platform.version(),
+        "python_full_version": platform.python_version(),
+        "platform_python_implementation": platform.python_implementation(),
+        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "sys_platform": sys.platform,
     }
 
 

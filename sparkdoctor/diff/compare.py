@@ -209,6 +209,8 @@ def _kernels(area: str, ka: dict, kb: dict) -> list[Difference]:
 def _target(area: str, ta: dict, tb: dict) -> list[Difference]:
     out: list[Difference] = []
     for key, va, vb in _leaf_pairs(ta, tb):
+        if key.startswith("markers."):  # PEP 508 variables: the Python version and the host again, in other words
+            continue
         if key == "version":
             minor_a, minor_b = (".".join(text_of(v).split(".")[:2]) if v else None for v in (va, vb))
             verdict = RISKY if minor_a != minor_b else BENIGN

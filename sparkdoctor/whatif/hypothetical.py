@@ -50,7 +50,8 @@ def hypothetical_facts(facts: Facts, changes: list[Change], reader: Reader | Non
             how = "an editable install of" if origin.get("editable") else "an install from"
             notes.append(f"{c.name} {c.old} is {how} {origin['url']}, not the registry's: the upgrade replaces that build with "
                          f"the registry's {c.new} (fix refuses this without --allow-replace {c.name})")
-        for key in [k for k in row if k.startswith("files_") or k in ("integrity", "direct_url", "metadata_error")]:
+        # requires: today's release's Requires-Dist, not the new one's (the resolver judges those)
+        for key in [k for k in row if k.startswith("files_") or k in ("integrity", "direct_url", "metadata_error", "requires")]:
             row.pop(key)
         # written as released: the files match the new RECORD (a hand mod of today's files is gone)
         row.update(version=c.new, integrity="ok", files_modified=[], files_missing=[], files_unreadable=[], predicted=True)

@@ -1,0 +1,95 @@
+"""What each serving-stack component requires (its Requires-Dist) and the target does not have.
+
+The target probe reads the Requires-Dist lines of vllm, torch, flashinfer-python, nvidia-cutlass-dsl and triton
+from their METADATA (never running their code) and the target interpreter's PEP 508 marker variables. Here each
+requirement's marker is evaluated for that interpreter (extras are not asked for: `extra == "..."` is false), and
+each one that applies is compared with what is installed, as `pip check` does: not installed, or installed at a
+version outside the specifier. An unmet requirement is read from files only; whether the component would in fact
+import is not tried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from packaging.markers import (
+    InvalidMarker,
+    UndefinedComparison,
+    UndefinedEnvironmentName,
+)
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from sparkdoctor.facts import Facts
+from sparkdoctor.text import clip
+
+# The components whose requirements are judged, in the order findings name them (probes/target_env/targetenv_dists.py
+# reads the same list).
+COMPONENTS = ("vllm", "torch", "flashinfer-python", "nvidia-cutlass-dsl", "triton")
+REQUIREMENT_CHARS = 200  # one requirement as an evidence line shows it
+
+
+@dataclass(frozen=True)
+class Unmet:
+    """One requirement of an installed component that the target does not satisfy."""
+
+    component: str
+    component_version: str
+    requirement: str  # as METADATA writes it, clipped
+    installed: str | None  # the installed version of the required distribution; None: not installed
+
+    @property
+    def missing(self) -> bool:
+        return self.installed is None
+
+
+def unmet_requirements(facts: Facts) -> list[Unmet]:
+    """Every applicable requirement of the installed components that is missing or at a version outside its
+    specifier. Nothing when the packages are unknown, the snapshot carries no requirements (an older sparkdoctor took
+    it) or no marker variables (a marker cannot be judged for an interpreter that did not say what it is)."""
+    if facts.packages is None:
+        return []
+    markers = (facts.target or {}).get("markers")
+    environment = {str(k): str(v) for k, v in markers.items()} if isinstance(markers, Mapping) else None
+    out: list[Unmet] = []
+    for component in COMPONENTS:
+        pkg = facts.package(component)
+        requires = pkg.get("requires") if pkg else None
+        if not pkg or not isinstance(requires, list):
+            continue
+        for line in requires:
+            unmet = _judge(facts, str(line), environment)
+            if unmet is not None:
+                out.append(Unmet(component, str(pkg.get("version")), clip(str(line), REQUIREMENT_CHARS), unmet[0]))
+    return out
+
+
+def _judge(facts: Facts, line: str, environment: dict[str, str] | None) -> tuple[str | None] | None:
+    """(installed version or None) when the requirement applies and is unmet; None when it is met, does not apply
+    or cannot be judged (an unparsable line or marker, no marker variables, an installed version that is no
+    version)."""
+    try:
+        req = Requirement(line)
+    except InvalidRequirement:
+        return None
+    if req.marker is not None:
+        if environment is None:
+            return None
+        try:
+            if not req.marker.evaluate({**environment, "extra": ""}):
+                return None
+        except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName, ValueError):
+            return None
+    installed = facts.package(canonicalize_name(req.name))
+    if installed is None:
+        return (None,)
+    version = installed.get("version")
+    if not req.specifier or not isinstance(version, str):
+        return None
+    try:
+        inside = req.specifier.contains(Version(version), prereleases=True)
+    except (InvalidVersion, ValueError):
+        return None
+    return None if inside else (version,)
