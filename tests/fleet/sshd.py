@@ -144,8 +144,11 @@ def start_sshd(folder: Path, hosts: list[str], binary: str | None = None, extra:
         (folder / "ssh_config").write_text(config)
         try:
             with open(folder / "sshd.log", "wb") as log:
-                process = subprocess.Popen([binary, "-D", "-e", "-f", str(folder / "sshd_config")], stdout=subprocess.DEVNULL,
-                                           stderr=log, start_new_session=True)
+                # it dies with the worker that started it (setpriv execs sshd: one pid), even when an interrupted run
+                # never tears its fixtures down
+                guard = ["setpriv", "--pdeathsig", "TERM", "--"] if shutil.which("setpriv") else []
+                process = subprocess.Popen([*guard, binary, "-D", "-e", "-f", str(folder / "sshd_config")],
+                                           stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
         except OSError as exc:
             silent.close()
             refused.close()
