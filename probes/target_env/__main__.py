@@ -39,7 +39,13 @@ probe_site.rebuild()  # started with -S: sys.path as site would have made it, fr
 from probe_io import answer  # noqa: E402
 from targetenv_base import ERRORS, canonical, error, is_tracked  # noqa: E402
 from targetenv_cutedsl import cutedsl_build  # noqa: E402
-from targetenv_dists import REQUIRES_OF, direct_url, find_distributions, read_requires, torch_build  # noqa: E402
+from targetenv_dists import (  # noqa: E402
+    REQUIRES_OF,
+    direct_url,
+    find_distributions,
+    read_requires,
+    torch_build,
+)
 from targetenv_hashes import HashCache  # noqa: E402
 from targetenv_integrity import check_integrity, prepare, resolve_shared_files  # noqa: E402
 from targetenv_kernels import flashinfer_kernels  # noqa: E402
