@@ -9,11 +9,14 @@ into another to pick an exit code.
 An instance may carry another exit code than its class (a bench failure that knows whether the launch or the
 store failed), set by whoever raises it.
 
-Imports only the exit codes and the one-line helper: anything may import this module.
+Imports only the exit codes and the one-line helper: anything may import this module (and so the reader of a
+setting in seconds, whose bad value is a UsageError).
 """
 
 from __future__ import annotations
 
+import math
+import os
 import signal
 
 from sparkdoctor.exitcodes import (
@@ -46,6 +49,21 @@ class UsageError(SparkdoctorError):
 
     exit_code = EXIT_USAGE
     code = "usage"
+
+
+def seconds_from_env(name: str, default: float, *, zero: bool = False) -> float:
+    """$name as a number of seconds (default when unset or empty), read where it is used: a value that is no finite
+    positive number (`zero`: or 0) is a UsageError of one line naming the variable, and stops only what uses it."""
+    raw = os.environ.get(name, "")
+    if not raw:
+        return float(default)
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and (seconds > 0 or (zero and seconds == 0))):
+        raise UsageError(f"{name}={raw}: give seconds, e.g. {default:g}")
+    return seconds
 
 
 class InputError(SparkdoctorError):

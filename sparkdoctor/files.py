@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from sparkdoctor.errors import UsageError
+from sparkdoctor.errors import UsageError, seconds_from_env
 
 
 class OutputError(UsageError, OSError):
@@ -65,10 +65,7 @@ def folder_lock(folder: Path, what: str) -> Iterator[None]:
 
     Another sparkdoctor run holding it is waited for, up to $SPARKDOCTOR_LOCK_WAIT seconds (default 60; said once
     on stderr), then LockedError names the run that holds it."""
-    try:
-        wait = float(os.environ.get("SPARKDOCTOR_LOCK_WAIT", "60"))
-    except ValueError:
-        raise UsageError(f"SPARKDOCTOR_LOCK_WAIT={os.environ['SPARKDOCTOR_LOCK_WAIT']}: give seconds, e.g. 60") from None
+    wait = seconds_from_env("SPARKDOCTOR_LOCK_WAIT", 60, zero=True)
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:

@@ -13,7 +13,6 @@ children (sparkdoctor.proc); a failure is a FixError with the installer's last l
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from packaging.utils import (
 )
 
 from sparkdoctor import proc
-from sparkdoctor.errors import UsageError
+from sparkdoctor.errors import seconds_from_env
 from sparkdoctor.fix import pip_settings
 from sparkdoctor.fix.interface import (
     FixError,
@@ -54,16 +53,7 @@ TIMEOUT = 1800.0  # seconds one pip call of fix may run ($SPARKDOCTOR_FIX_INSTAL
 def install_timeout() -> float:
     """TIMEOUT, or $SPARKDOCTOR_FIX_INSTALL_TIMEOUT: read when a pip call needs it (a bad value is one line naming it,
     and stops only what would run pip)."""
-    raw = os.environ.get("SPARKDOCTOR_FIX_INSTALL_TIMEOUT", "")
-    if not raw:
-        return TIMEOUT
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise UsageError(f"SPARKDOCTOR_FIX_INSTALL_TIMEOUT={raw}: give seconds, e.g. 1800")
-    return seconds
+    return seconds_from_env("SPARKDOCTOR_FIX_INSTALL_TIMEOUT", TIMEOUT)
 
 
 def _fail(what: str, result: proc.ProcResult, dry_run: bool = False, sources: str | None = None) -> FixError:

@@ -30,12 +30,20 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
+from sparkdoctor.errors import seconds_from_env
 from sparkdoctor.targets import fileops as ops
 from sparkdoctor.targets.container_reap import reaped
 from sparkdoctor.targets.files import FileError
 
-SMALL_TIMEOUT = float(os.environ.get("SPARKDOCTOR_FILEOPS_TIMEOUT", "120"))
-BULK_TIMEOUT = float(os.environ.get("SPARKDOCTOR_FILEOPS_BULK_TIMEOUT", "900"))
+
+def small_timeout() -> float:
+    """How long one small file operation may run: $SPARKDOCTOR_FILEOPS_TIMEOUT, default 120 s (read when one runs)."""
+    return seconds_from_env("SPARKDOCTOR_FILEOPS_TIMEOUT", 120)
+
+
+def bulk_timeout() -> float:
+    """How long a bulk copy or hashing may run: $SPARKDOCTOR_FILEOPS_BULK_TIMEOUT, default 900 s (read when one runs)."""
+    return seconds_from_env("SPARKDOCTOR_FILEOPS_BULK_TIMEOUT", 900)
 
 
 RESERVE = 2**30  # of the journal's disk that a copy out of a container never takes (half the free space, when less)
@@ -85,7 +93,8 @@ class ContainerFiles:
         why = res.describe_failure() if res.timed_out or res.start_error or not lines else lines[-1][:300]
         return FileError(f"{self.where}: {what}: {why}")
 
-    def _call(self, request: dict[str, Any], timeout: float = SMALL_TIMEOUT) -> dict[str, Any]:
+    def _call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        timeout = small_timeout() if timeout is None else timeout
         token = secrets.token_hex(16)
         res = reaped(proc.run(self._argv("json", timeout, token), timeout=timeout, input=json.dumps(request) + "\n"), token)
         if not res.ok:
@@ -98,7 +107,7 @@ class ContainerFiles:
     def info(self, paths, with_hash=False):
         if not paths:
             return {}
-        timeout = BULK_TIMEOUT if with_hash else SMALL_TIMEOUT
+        timeout = bulk_timeout() if with_hash else small_timeout()
         return self._call({"op": "info", "paths": list(paths), "hash": with_hash}, timeout)["items"]
 
     def read(self, path):
@@ -122,9 +131,9 @@ class ContainerFiles:
         with tempfile.TemporaryDirectory(prefix="sparkdoctor-export-", dir=dest) as tmp:
             stream = Path(tmp) / "out.tar"
             cap = export_cap(dest)
-            token = secrets.token_hex(16)
-            argv = [sys.executable, "-I", "-S", "-c", BOUNDED_WRITE, str(stream), str(cap), *self._argv("export", BULK_TIMEOUT, token)]
-            res = reaped(proc.run(argv, timeout=BULK_TIMEOUT, input=json.dumps({"paths": paths}) + "\n"), token)
+            token, timeout = secrets.token_hex(16), bulk_timeout()
+            argv = [sys.executable, "-I", "-S", "-c", BOUNDED_WRITE, str(stream), str(cap), *self._argv("export", timeout, token)]
+            res = reaped(proc.run(argv, timeout=timeout, input=json.dumps({"paths": paths}) + "\n"), token)
             if res.signal == signal.SIGXFSZ or (not res.ok and stream.is_file() and stream.stat().st_size >= cap):
                 raise FileError(f"{self.where}: copying files out: it sent more than {cap:,} bytes (the free space of "
                                 f"{dest} less a reserve): stopped, nothing kept")
@@ -174,9 +183,9 @@ class ContainerFiles:
                         tar.add(str(src), arcname=str(i), recursive=False)
             except OSError as exc:
                 raise FileError(f"cannot pack files for {self.where}: {exc.strerror or exc}") from None
-            token = secrets.token_hex(16)
-            argv = ["sh", "-c", 'exec "$@" < "$0"', str(stream), *self._argv("import", BULK_TIMEOUT, token)]
-            res = reaped(proc.run(argv, timeout=BULK_TIMEOUT), token)
+            token, timeout = secrets.token_hex(16), bulk_timeout()
+            argv = ["sh", "-c", 'exec "$@" < "$0"', str(stream), *self._argv("import", timeout, token)]
+            res = reaped(proc.run(argv, timeout=timeout), token)
             if not res.ok:
                 raise self._failed(res, "copying files in")
         return len(items)
