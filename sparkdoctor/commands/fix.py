@@ -99,18 +99,20 @@ class FixCommand:
 
 
 def refuse_unreadable_env_file(path: Path) -> None:
-    """`--env-file` that is not a regular file of 1 MiB at most, or not UTF-8 text: one line, exit 2 (docs/inputs.md),
-    before the check runs with it."""
+    """`--env-file` that is not a regular file of 1 MiB at most, not UTF-8 text, or holds a carriage return inside a line
+    (fix/envfile.py): one line, exit 2 (docs/inputs.md), before the check runs with it."""
     from sparkdoctor.errors import InputError
-    from sparkdoctor.fix.envfile import MAX_ENV_FILE
+    from sparkdoctor.fix.envfile import INNER_CR_WHY, MAX_ENV_FILE, inner_cr_line
     from sparkdoctor.inputs import read_text
 
     try:
-        read_text(path, MAX_ENV_FILE)  # a regular file only, bounded: never /dev/zero, a FIFO or a folder
+        text = read_text(path, MAX_ENV_FILE)  # a regular file only, bounded: never /dev/zero, a FIFO or a folder
     except UnicodeDecodeError as exc:
         raise InputError(f"--env-file {path}: not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
         raise InputError(f"--env-file {path}: cannot read the env file: {exc.strerror or exc}") from None
+    if (line_no := inner_cr_line(text)) is not None:
+        raise InputError(f"--env-file {path}: {INNER_CR_WHY.format(line_no)}")
 
 
 def refuse_unreadable_recipe(path: Path) -> None:

@@ -16,6 +16,7 @@ import sys
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from sparkdoctor.fix.envfile import env_lines
 from sparkdoctor.fix.interface import FixError
 
 if sys.version_info >= (3, 11):
@@ -67,17 +68,17 @@ def edit_pin(text: str, package: str, specifier: str | None, where: str) -> str:
 
 def unset_env(text: str, names: list[str]) -> str:
     drop = set(names)
-    return "".join(ln for ln in text.splitlines(keepends=True) if not ((m := _ENV_LINE.match(ln)) and m.group(1) in drop))
+    return "".join(ln for ln in env_lines(text) if not ((m := _ENV_LINE.match(ln)) and m.group(1) in drop))
 
 
 def set_env(text: str, name: str, value: str) -> str:
     quoted = value if re.fullmatch(r"[A-Za-z0-9_./:,+-]*", value) else "'" + value.replace("'", "'\\''") + "'"
     new_line, out, done = f"{name}={quoted}", [], False
-    for ln in text.splitlines(keepends=True):
+    for ln in env_lines(text):  # split as the env file's readers split it (fix/envfile.py), not as splitlines does
         m = _ENV_LINE.match(ln)
         if m and m.group(1) == name:
             if not done:
-                out.append(new_line + _ending(ln))
+                out.append(new_line + ln[len(ln.rstrip("\r\n")):])
                 done = True
             continue
         out.append(ln)

@@ -73,7 +73,8 @@ def test_an_edit_keeps_every_line_break_it_does_not_change(sep):
     assert out == f"six>=1.17{sep}idna==3.10\n"
     assert out.splitlines() == ["six>=1.17", "idna==3.10"]
     assert edits.edit_pin(f"# c{sep}six==1.16.0{sep}idna==3.10", "six", None, "c.txt") == f"# c{sep}idna==3.10"
-    assert edits.set_env(f"A=1{sep}B=2\n", "A", "x") == f"A=x{sep}B=2\n"
+    if sep != "\r":  # an env file's lines end at \n only, as docker and systemd read it (a lone \r is refused first):
+        assert edits.set_env(f"A=1{sep}B=2\n", "A", "x") == "A=x\n"  # B=2 was part of A's value (test_envfile_lines.py)
 
 
 def test_the_plan_prints_a_files_control_characters_escaped():
