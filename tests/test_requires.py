@@ -175,3 +175,28 @@ def test_an_egg_info_install_is_judged_like_a_dist_info_one(tmp_path):
     assert found["requires-vllm-missing"]["evidence"] == [
         "vllm 0.22.0 requires nosuchdep-alpha>=1.0; installed: none",
         "vllm 0.22.0 requires nosuchdep-beta @ https://example.invalid/beta.tar.gz; installed: none"]
+
+
+def test_a_long_list_of_missing_requirements_is_folded_on_the_console_and_whole_in_json():
+    """A `pip install --no-deps vllm` leaves ~70 requirements missing: the console shows a bounded number of them."""
+    import io
+
+    from rich.console import Console
+
+    from sparkdoctor.views.console import render_console
+
+    requires = [f"nosuchdep-{i}>=1" for i in range(70)]
+    report = build_report(facts({"vllm": {"version": "0.32.0", "requires": requires}}), load())
+    buf = io.StringIO()
+    render_console(report, Console(file=buf, width=200, color_system=None))
+    out = buf.getvalue()
+    shown = [line for line in out.splitlines() if "requires nosuchdep-" in line]
+    assert 3 <= len(shown) <= 12
+    assert f"… and {70 - len(shown)} more (--format json lists all)" in out
+    missing = next(f for f in report.to_dict()["findings"] if f["id"] == "requires-vllm-missing")
+    assert len(missing["evidence"]) == 70
+    # a short list is shown whole, with no fold line
+    report = build_report(facts({"vllm": {"version": "0.32.0", "requires": requires[:3]}}), load())
+    buf = io.StringIO()
+    render_console(report, Console(file=buf, width=200, color_system=None))
+    assert buf.getvalue().count("requires nosuchdep-") == 3 and "more (--format json" not in buf.getvalue()
