@@ -107,3 +107,96 @@ def test_diff_does_not_report_the_marker_variables_again():
     after = facts({"triton": {"version": "3.9.0"}}, markers={**LINUX_X86, "platform_release": "6.11.0"})
     found = compare(before, after).differences
     assert not [d for d in found if "markers" in str(d)], found
+
+
+EGG_REQUIRES = """nosuchdep-alpha>=1.0
+nosuchdep-beta @ https://example.invalid/beta.tar.gz
+
+[dev]
+pytest>=8
+
+[:sys_platform == "win32"]
+nosuchdep-win
+
+[gpu:platform_machine == "aarch64" or platform_machine == "x86_64"]
+nosuchdep-gpu
+"""
+
+
+def egg_info(site, name: str = "vllm", version: str = "0.22.0", requires: str | None = EGG_REQUIRES):
+    """An .egg-info folder as setuptools writes it: PKG-INFO without Requires-Dist, requires.txt beside it."""
+    info = site / f"{name}-{version}-py3.12.egg-info"
+    info.mkdir(parents=True)
+    (info / "PKG-INFO").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n")
+    if requires is not None:
+        (info / "requires.txt").write_text(requires)
+    return info
+
+
+def probe_dists():
+    from sparkdoctor.targets.local import probe_entry
+
+    probe = probe_entry("target_env")
+    folders = [str(probe.parent), str(probe.parents[1] / "shared")]
+    sys.path[:0] = folders
+    try:
+        import targetenv_dists
+    finally:
+        for folder in folders:
+            sys.path.remove(folder)
+    return targetenv_dists
+
+
+def test_an_egg_info_gives_the_requires_dist_importlib_metadata_gives(tmp_path):
+    """requires.txt's sections become markers as importlib.metadata converts them."""
+    import importlib.metadata
+
+    dists = probe_dists()
+    with_file = egg_info(tmp_path / "a")
+    without = egg_info(tmp_path / "b", requires=None)  # setuptools writes no requires.txt for a dist that needs nothing
+    for info in (with_file, without):
+        dist = dists.Dist("vllm", "0.22.0", str(info.parent), str(info), False)
+        # importlib.metadata leaves a space after an unmarked URL requirement; it means nothing and is not kept
+        assert dists.read_requires(dist) == [line.rstrip() for line in importlib.metadata.PathDistribution(info).requires or []]
+    dist = dists.Dist("vllm", "0.22.0", str(with_file.parent), str(with_file), False)
+    assert dists.read_requires(dist)[-1] == \
+        'nosuchdep-gpu; (platform_machine == "aarch64" or platform_machine == "x86_64") and extra == "gpu"'
+
+
+def test_an_egg_info_install_is_judged_like_a_dist_info_one(tmp_path):
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True, timeout=120)
+    site = next((tmp_path / "venv").glob("lib/python*/site-packages"))
+    egg_info(site)
+    (site / "vllm").mkdir()
+    (site / "vllm" / "__init__.py").write_text("")
+    code, doc = check(tmp_path / "venv" / "bin" / "python", "--no-kernels")
+    assert code == 1, doc["summary"]
+    found = {f["id"]: f for f in doc["findings"]}
+    assert found["requires-vllm-missing"]["evidence"] == [
+        "vllm 0.22.0 requires nosuchdep-alpha>=1.0; installed: none",
+        "vllm 0.22.0 requires nosuchdep-beta @ https://example.invalid/beta.tar.gz; installed: none"]
+
+
+def test_a_long_list_of_missing_requirements_is_folded_on_the_console_and_whole_in_json():
+    """A `pip install --no-deps vllm` leaves ~70 requirements missing: the console shows a bounded number of them."""
+    import io
+
+    from rich.console import Console
+
+    from sparkdoctor.views.console import render_console
+
+    requires = [f"nosuchdep-{i}>=1" for i in range(70)]
+    report = build_report(facts({"vllm": {"version": "0.32.0", "requires": requires}}), load())
+    buf = io.StringIO()
+    render_console(report, Console(file=buf, width=200, color_system=None))
+    out = buf.getvalue()
+    shown = [line for line in out.splitlines() if "requires nosuchdep-" in line]
+    assert 3 <= len(shown) <= 12
+    assert f"… and {70 - len(shown)} more (--format json lists all)" in out
+    missing = next(f for f in report.to_dict()["findings"] if f["id"] == "requires-vllm-missing")
+    assert len(missing["evidence"]) == 70
+    # a short list is shown whole, with no fold line
+    report = build_report(facts({"vllm": {"version": "0.32.0", "requires": requires[:3]}}), load())
+    buf = io.StringIO()
+    render_console(report, Console(file=buf, width=200, color_system=None))
+    assert buf.getvalue().count("requires nosuchdep-") == 3 and "more (--format json" not in buf.getvalue()

@@ -55,12 +55,17 @@ REQUIRES_OF = ("vllm", "torch", "flashinfer-python", "nvidia-cutlass-dsl", "trit
 
 
 def read_requires(dist):
-    """The Requires-Dist values of a .dist-info METADATA header block, in order; None for an .egg-info (its
-    requires.txt is another format) or a METADATA that cannot be read."""
-    if not dist.is_dist_info or dist.metadata_error:
+    """The Requires-Dist values of a dist's metadata, in order; None for a METADATA that cannot be read.
+
+    An .egg-info's PKG-INFO carries them too when a recent setuptools wrote it; otherwise its
+    requires.txt does (or nothing, when the dist needs nothing), converted as importlib.metadata does."""
+    if dist.metadata_error:
         return None
+    meta = dist.info_dir
+    if dist.is_dist_info or os.path.isdir(meta):
+        meta = os.path.join(meta, "METADATA" if dist.is_dist_info else "PKG-INFO")
     try:
-        head, _ = read_head(os.path.join(dist.info_dir, "METADATA"), MAX_HEADER)
+        head, _ = read_head(meta, MAX_HEADER)
     except OSError:
         return None
     end = head.find(b"\n\n")
@@ -70,6 +75,35 @@ def read_requires(dist):
         key, sep, value = line.partition(":")
         if sep and key.strip().lower() == "requires-dist" and value.strip():
             found.append(value.strip())
+    if found or dist.is_dist_info or not os.path.isdir(dist.info_dir):
+        return found
+    try:
+        source = read_regular(os.path.join(dist.info_dir, "requires.txt"), MAX_HEADER)[0].decode("utf-8", "replace")
+    except FileNotFoundError:
+        return found  # setuptools writes no requires.txt for a dist that requires nothing
+    except OSError:
+        return None
+    return egg_requires(source)
+
+
+def egg_requires(source):
+    """requires.txt as Requires-Dist strings: unconditioned lines first, then `[extra]`, `[:marker]` and
+    `[extra:marker]` sections, each line given that section's marker (importlib.metadata's conversion)."""
+    found = []
+    section = None
+    for line in source.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line.strip("[]")
+            continue
+        extra, _, markers = (section or "").partition(":")
+        if extra and markers:
+            markers = "(%s)" % markers
+        conditions = [part for part in (markers, extra and 'extra == "%s"' % extra) if part]
+        space = " " if "@" in line else ""  # PEP 508: a URL requirement needs a space before its `;`
+        found.append(line + (space + "; " + " and ".join(conditions) if conditions else ""))
     return found
 
 

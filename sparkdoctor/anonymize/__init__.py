@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdoctor import lookup
-from sparkdoctor.anonymize import shapes, wrapped
+from sparkdoctor.anonymize import accounts, shapes, wrapped
 
 USER, HOST, IP, MAC, SECRET, EMAIL = "<user>", "<host>", "<ip>", "<mac>", "<redacted>", "<email>"
 
@@ -193,6 +193,8 @@ class Redactor:
         except Exception:  # no user name in the environment or the password database
             pass
         self.learn_user(os.path.basename(os.path.expanduser("~").rstrip("/")))
+        for name in accounts.local_names():  # the password database's, when HOME and USER point elsewhere
+            self.learn_user(name)
         try:
             self.learn_host(socket.gethostname())
             # the fully qualified name is a reverse lookup: one that never answered held `report` past its --timeout

@@ -49,6 +49,7 @@ __all__ = ["render_console", "needs_ascii"]
 SEVERITY_STYLE = {"error": "bold red", "warn": "bold yellow", "info": "bold cyan"}
 STATUS_STYLE = {"ok": "green", "fail": "red", "crash": "red", "error": "red", "timeout": "red", "refused": "yellow"}
 UNKNOWN_SHOWN = 8  # beyond this, non-verbose output says "and N more (-v)"
+EVIDENCE_SHOWN = 10  # a finding's evidence lines beyond this are counted (a `--no-deps` vLLM misses ~70 requirements)
 LABEL_WIDTH = 10  # the finding rows' label column ("what to do")
 FINDING_INDENT = 4  # a finding's rows sit under its heading, inside the severity group
 
@@ -174,7 +175,10 @@ def _print_finding(console: Console, f: Finding, ink: Ink, verbose: bool, last: 
     if verbose and f.summary:
         rows.append(("why", ink.text(f.summary, limit=PROSE_CHARS)))
     if f.evidence:
-        rows.append(("evidence", pairs([(Text(ink.bullet), ink.text(line)) for line in f.evidence])))
+        lines = [(Text(ink.bullet), ink.text(line)) for line in f.evidence[:EVIDENCE_SHOWN]]
+        if len(f.evidence) > EVIDENCE_SHOWN:
+            lines.append((Text(""), ink.text(f"… and {len(f.evidence) - EVIDENCE_SHOWN:,} more (--format json lists all)", style="dim")))
+        rows.append(("evidence", pairs(lines)))
     if f.remedy:
         rows.append(("what to do", ink.text(f.remedy, limit=PROSE_CHARS)))
     if f.fix:

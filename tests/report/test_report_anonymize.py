@@ -98,6 +98,33 @@ def test_local_learns_this_machines_user_and_host(monkeypatch):
         assert host not in r.text(f"on {host} today")
 
 
+def test_local_learns_the_accounts_real_home_and_name_when_home_and_user_point_elsewhere(monkeypatch, tmp_path):
+    """Under sudo, in CI or a container HOME and USER may name another place and name than the password database:
+    the account's own home and login name (and SUDO_USER's) are this machine's identities too."""
+    import pwd
+
+    real = tmp_path / "srv" / "zorblathome"
+    sudoer = tmp_path / "data" / "quuxhome"
+    real.mkdir(parents=True)
+    sudoer.mkdir(parents=True)
+    account = pwd.struct_passwd(("zorblatacct", "x", 1000, 1000, "", str(real), "/bin/sh"))
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: account)
+    monkeypatch.setattr(pwd, "getpwnam", lambda name: pwd.struct_passwd((name, "x", 1001, 1001, "", str(sudoer), "/bin/sh")))
+    monkeypatch.setenv("HOME", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("USER", "ci")
+    monkeypatch.setenv("LOGNAME", "ci")
+    monkeypatch.setenv("SUDO_USER", "quuxsudo")
+    r = redactor_for({}, local=True)
+    text = f"{real}/venv/bin/python run by zorblatacct; {sudoer}/models for quuxsudo; /home/alice/x"
+    assert r.text(text) == (f"{tmp_path}/srv/<user>/venv/bin/python run by <user>; {tmp_path}/data/<user>/models for <user>; "
+                            "/home/<user>/x")
+    assert r.text(f"{tmp_path}/elsewhere/.cache") == f"{tmp_path}/<user>/.cache"  # $HOME as before
+    # an account whose home is not there (nobody's /nonexistent) teaches no name
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: pwd.struct_passwd(("nobody", "x", 65534, 65534, "", "/nonexistent", "/bin/sh")))
+    monkeypatch.delenv("SUDO_USER")
+    assert redactor_for({}, local=True).text("/nonexistent nobody") == "/nonexistent nobody"
+
+
 def test_a_long_hostile_string_is_redacted_in_linear_time():
     import time
 
