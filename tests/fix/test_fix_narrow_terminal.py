@@ -40,7 +40,11 @@ def test_history_on_a_pipe_is_one_line_a_journal_whatever_columns_says(applied_a
         assert res.returncode == 0 and first.startswith(f"{journal.name}  applied ") and first.endswith(f"  {python}"), first
 
 
-def test_plan_fits_a_narrow_terminal_each_step_under_its_number(tmp_path, wheels):
+def test_plan_fits_a_narrow_terminal_each_line_under_its_own_text(tmp_path, wheels):
+    """At 60 columns every line of the plan fits; a step goes on under the text after its number, and `Target: PATH
+    (installer: pip)` and `Fix ID: TITLE (asked for by: ...)`, which have no indent of their own, under the text after
+    their label (`Target: `), or after their first word where the label is too wide (`Fix `): they went on at column
+    0, word by word, as if each continued line were a line of the plan."""
     python = scenario.make_target(tmp_path, "pip", wheels)
     argv = [sys.executable, "-m", "sparkdoctor", "fix", "--python", str(python), "--no-kernels",
             "--matrix", str(DATA / "matrix"), "--fixes", str(DATA / "fixes")]
@@ -54,18 +58,6 @@ def test_plan_fits_a_narrow_terminal_each_step_under_its_number(tmp_path, wheels
     for line in steps:  # a step's number, or its text continued under the text after the number (`  2. `)
         assert re.match(r"  \d+\. \S", line) or re.match(r" {5}\S", line), line
     assert any(re.match(r" {5}\S", line) for line in steps), f"a step wider than 60 columns continues under its text: {steps}"
-
-
-def test_plan_lines_without_an_indent_wrap_under_their_label(tmp_path, wheels):
-    """`Target: PATH (installer: pip)` and `Fix ID: TITLE (asked for by: ...)` have no indent of their own: at 60
-    columns they went on at column 0, word by word, as if each continued line were a line of the plan. Now they go on
-    under the text after their label (`Target: `), or after their first word where the label is too wide (`Fix `)."""
-    python = scenario.make_target(tmp_path, "pip", wheels)
-    argv = [sys.executable, "-m", "sparkdoctor", "fix", "--python", str(python), "--no-kernels",
-            "--matrix", str(DATA / "matrix"), "--fixes", str(DATA / "fixes")]
-    seen = at_terminal(argv, 60, dict(os.environ, SPARKDOCTOR_STATE_DIR=str(tmp_path / "state")), cwd=str(tmp_path))
-    assert seen.code in (0, 1), seen.text
-    lines = [line for line in seen.lines if line.strip() and not line.startswith("sparkdoctor fix: ")]
     first = next(i for i, line in enumerate(lines) if line.startswith("Target: "))
     # the rest, under the label's text (where the path itself is wider than its column, it is folded there too)
     assert lines[first + 1][:8].isspace() and not lines[first + 1][8].isspace(), lines[first:first + 3]
