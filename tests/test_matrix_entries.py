@@ -268,6 +268,11 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"vllm": "0.29.0"}),
         dict(packages={"vllm": "0.30.0"}),  # the released library no longer contains the refusal
     ),
+    "vllm-sparse-indexer-logits-uma": (  # a GLM-5.3-Flash (glm5next) serve on GB10's unified memory, budget left at 512 MiB
+        dict(packages={"vllm": "0.33.0"}, host_health=host_health("gb10-healthy"), **_served([], architecture="Glm5NextForCausalLM")),
+        dict(packages={"vllm": "0.33.0"}, host_health=host_health("gb10-healthy"), env={"VLLM_SPARSE_INDEXER_MAX_LOGITS_MB": "64"},
+             **_served([], architecture="Glm5NextForCausalLM")),  # the budget vllm#55569 says fixes it, set
+    ),
     "vllm-ray-v2-multinode-hang": (
         dict(packages={"vllm": "0.24.0", "ray": "2.49.2"}),
         dict(packages={"vllm": "0.24.0", "ray": "2.49.2"}, **SINGLE_BOX),  # Ray but no ConnectX link up

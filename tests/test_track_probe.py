@@ -128,7 +128,9 @@ def test_matrix_track_probe_proposes_an_entry_when_a_release_stops_refusing(tmp_
     proposed = [p for p in doc["proposals"] if p.get("entry", "").startswith("probe-")]
     assert [(p["field"], p["to"]) for p in proposed] == [("when.packages.flashinfer-python", "<0.2.0"), ("when.packages.flashinfer-python", ">=0.3.0")]
     assert "majors [9, 10, 12]" in proposed[0]["because"]
-    assert "probe" not in json.loads(plain.stdout) and plain.exit_code == 0, plain.output
+    plain_doc = json.loads(plain.stdout)  # without --probe: no probe section; the tracked-through move is still an edit
+    assert "probe" not in plain_doc and [p["field"] for p in plain_doc["proposals"]] == ["tracked.flashinfer-python", "tracked_on"]
+    assert plain.exit_code == 1, plain.output
     assert "probe: flashinfer-python 0.2.0 -> 0.3.0: flashinfer/jit/moe_utils.py:gen_moe_utils_module: arch list starts refusing sm_121a" in console.output
 
 

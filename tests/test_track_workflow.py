@@ -148,3 +148,30 @@ def test_nothing_to_change_opens_no_pull_request(tmp_path):
         runner.run(skip=("Install sparkdoctor",))
     assert [code for _, code in runner.log] == [0, 0, 0] and runner.outputs["track"]["exit-code"] == "0"
     assert runner.pull_request is None
+
+
+def test_new_releases_that_change_no_entry_still_open_a_pull_request_moving_tracked(tmp_path):
+    """A release that every entry's checks still hold on needs no entry edit, but `--apply` moves tracked-through and
+    tracked_on: those edits (and the day's documents) reach a pull request, or the next day re-reads the same
+    releases and the matrix never records them as seen."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    write_matrix(checkout, ">=0.2.0")  # tracked through 0.2.0; 0.3.0 still raises the message: still-affected
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    with Registry() as reg:
+        for version in ("0.1.0", "0.2.0", "0.3.0"):
+            reg.add("demo", build_wheel(wheels, "demo", version, {"demo/core.py": RELEASES[version]}))
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("SPARKDOCTOR_", "VIRTUAL_ENV", "GITHUB_"))},
+               "SPARKDOCTOR_INDEX_URL": reg.url, "SPARKDOCTOR_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+        runner = JobRunner(checkout, env)
+        runner.env["SPARKDOCTOR_BIN"] = str(Path(sys.executable).parent / "sparkdoctor")
+        runner.run(skip=("Install sparkdoctor",))
+    assert runner.log == [("Track new releases", 0), ("Bracket the bounds", 0), ("Validate the edited matrix", 0)], runner.log
+    day = runner.outputs["track"]["day"]
+    track_doc = json.loads((checkout / "docs" / "evidence" / f"track-{day}.json").read_text())
+    assert [e["verdict"] for e in track_doc["entries"]] == ["still-affected"]
+    tracking = (checkout / "matrix" / "tracking.toml").read_text()
+    assert 'demo = "0.3.0"' in tracking and f'tracked_on = "{day}"' in tracking
+    assert runner.outputs["track"]["exit-code"] == "1"  # an edit was applied: tracked-through moved
+    assert runner.pull_request is not None and runner.pull_request["branch"] == f"matrix-track/{day}"

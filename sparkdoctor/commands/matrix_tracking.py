@@ -152,7 +152,7 @@ def register(app: typer.Typer) -> None:
 def matrix_track(options: TrackCommand) -> None:
     """Re-check every entry on releases newer than the matrix's tracked-through versions, or uploaded since it was tracked (backports); propose edits.
 
-    Exit 0: nothing to change; 1: an entry needs an edit or its check is broken (or --probe proposes one); 2: a registry read failed."""
+    Exit 0: nothing to change; 1: an edit is proposed (an entry's, --probe's, or moving tracked-through) or a check is broken; 2: a registry read failed."""
     from sparkdoctor.emit import emit
 
     refuse_writing_over_what_it_reads(options)  # -o M with --matrix M: the document would replace the matrix

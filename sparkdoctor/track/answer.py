@@ -1,6 +1,7 @@
 """`matrix track` end to end, once its options are checked (sparkdoctor/commands/matrix_tracking.py): the matrix
 loaded, the new releases read, every entry judged; the answer its views draw (console, JSON, markdown) with the
-exit code it earns: 0 nothing to change; 1 an entry needs an edit or its check is broken; 2 a registry read failed."""
+exit code it earns: 0 nothing to change; 1 an edit is proposed (an entry's, or moving tracked-through) or a check is
+broken; 2 a registry read failed."""
 
 from __future__ import annotations
 
@@ -28,8 +29,10 @@ class TrackAnswer:
     def exit_code(self) -> int:
         if any(p.get("error") for p in self.document["packages"]):
             return EXIT_VERIFY_ERROR
-        probed = (self.document.get("probe") or {}).get("proposals")  # --probe: a release started or stopped refusing the arch
-        return EXIT_VERIFY_CONTRADICTED if probed or any(e["verdict"] in NEEDS_EDIT for e in self.document["entries"]) else EXIT_OK
+        # Any proposed edit earns 1: an entry's, --probe's new entry, and moving tracked-through or tracked_on (new
+        # releases every entry still holds on), which the daily job only keeps through the pull request exit 1 opens.
+        proposed = self.document["proposals"]
+        return EXIT_VERIFY_CONTRADICTED if proposed or any(e["verdict"] in NEEDS_EDIT for e in self.document["entries"]) else EXIT_OK
 
     def to_json(self) -> dict[str, object]:
         return self.document
