@@ -1,0 +1,59 @@
+"""The real CLI in a fresh process under faults of its environment: a signal while it starts, a reader that leaves
+the help early, an ASCII file-system encoding. Each failure is one line and a documented exit code, never a
+traceback; under `--format json` a document on stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The console entry point, with a signal sent to itself the moment typer (the CLI's framework) starts to load: the
+# same place every time, where a Ctrl-C typed right after Enter lands on a busy box.
+SIGNAL_WHILE_LOADING = """
+import os, signal, sys
+
+SIG = int(sys.argv[1])
+
+
+class SignalAtTyper:
+    def find_spec(self, name, path=None, target=None):
+        if name == "typer":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), SIG)
+        return None
+
+sys.meta_path.insert(0, SignalAtTyper())
+sys.argv = ["sparkdoctor", "check", "--python", sys.argv[2], "--no-kernels", "--format", "json"]
+from sparkdoctor.launch import main
+main()
+"""
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARKDOCTOR_DEBUG", "FORCE_COLOR", "NO_COLOR")}
+    env.update(PYTHONPATH=str(REPO), SPARKDOCTOR_CACHE_DIR=str(tmp_path / "cache"),
+               SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"))
+    return env
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_while_the_cli_loads_is_one_line_and_a_document(tmp_path, sig):
+    """A Ctrl-C while the modules loaded printed Python's KeyboardInterrupt traceback; SIGTERM and SIGHUP ended the
+    process with no line and no JSON document. Now the signal waits for the real handlers: one line, the document,
+    128 + signal, as later in the run."""
+    p = subprocess.run([sys.executable, "-c", SIGNAL_WHILE_LOADING, str(int(sig)), sys.executable], env=_env(tmp_path),
+                       capture_output=True, text=True, timeout=120,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
+    assert "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == 128 + sig, (p.returncode, p.stderr)
+    assert p.stderr == f"sparkdoctor: error: interrupted ({sig.name}); every probe it started was stopped\n", p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["exit_code"] == 128 + sig and doc["errors"][0]["code"] == "interrupted", doc
