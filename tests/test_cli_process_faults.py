@@ -57,3 +57,22 @@ def test_a_signal_while_the_cli_loads_is_one_line_and_a_document(tmp_path, sig):
     assert p.stderr == f"sparkdoctor: error: interrupted ({sig.name}); every probe it started was stopped\n", p.stderr
     doc = json.loads(p.stdout)
     assert doc["exit_code"] == 128 + sig and doc["errors"][0]["code"] == "interrupted", doc
+
+
+def test_a_venv_at_a_non_ascii_path_under_an_ascii_locale_is_checked(tmp_path):
+    """Under an ASCII file-system encoding (`LC_ALL=C` with UTF-8 mode off, or a Latin-1 locale), the scan for a
+    copied venv decoded its scripts' first lines as UTF-8 and asked the file system about `/…/dé/v/bin`: an internal
+    error (UnicodeEncodeError), exit 2, for a healthy venv. A copy of it is still seen to run the first one's python."""
+    first = tmp_path / "dé" / "v"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(first)], check=True, timeout=300, capture_output=True)
+    (first / "bin" / "tool").write_text(f"#!{first}/bin/python\nprint('hi')\n")  # a console script, as pip writes it
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-a", str(first), str(copy)], check=True, timeout=60)
+    env = {**_env(tmp_path), "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    for python, moved in ((first, False), (copy, True)):
+        p = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--python", str(python / "bin" / "python"),
+                            "--no-kernels", "--format", "json"], env=env, capture_output=True, timeout=300)
+        err = p.stderr.decode("ascii", "backslashreplace")
+        assert p.returncode in (0, 1) and "internal error" not in err, (p.returncode, err)
+        assert json.loads(p.stdout)["kind"] == "report"
+        assert ("run another interpreter" in " ".join(err.split())) is moved, err
