@@ -76,3 +76,21 @@ def test_a_venv_at_a_non_ascii_path_under_an_ascii_locale_is_checked(tmp_path):
         assert p.returncode in (0, 1) and "internal error" not in err, (p.returncode, err)
         assert json.loads(p.stdout)["kind"] == "report"
         assert ("run another interpreter" in " ".join(err.split())) is moved, err
+
+
+@pytest.mark.parametrize("unbuffered", ["", "1"])
+def test_a_stdout_that_takes_part_of_the_document_is_one_line_not_a_pass(tmp_path, unbuffered):
+    """Under PYTHONUNBUFFERED=1 (set by many container images and CI systems) stdout is Python's unbuffered file,
+    whose text layer drops what a short write left (a disk that fills, a file-size limit): a JSON report cut at the
+    limit, and exit 0. Now the document is written whole or the run ends in one line, exit 2."""
+    import resource
+
+    env = {**_env(tmp_path), "PYTHONUNBUFFERED": unbuffered}
+    report = tmp_path / "report.json"
+    with report.open("wb") as out:  # -B: Python keeps a .pyc cut at the limit (its own writer)
+        p = subprocess.run([sys.executable, "-B", "-m", "sparkdoctor", "check", "--python", sys.executable, "--no-kernels",
+                            "--format", "json"], env=env, stdout=out, stderr=subprocess.PIPE, text=True, timeout=300,
+                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)))
+    assert report.stat().st_size <= 4096  # the document is longer (~16 kB): it was cut
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert p.stderr == "sparkdoctor: error: cannot write the report to stdout: File too large (use -o FILE)\n", p.stderr
