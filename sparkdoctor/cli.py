@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from typing import NoReturn
 
 import typer
 
@@ -43,7 +44,7 @@ def _root(
     pass
 
 
-def _fail(exc: BaseException, message: str, code: int) -> None:
+def _fail(exc: BaseException, message: str, code: int) -> NoReturn:
     """One line on stderr, the JSON error document if JSON was asked for, the exit code."""
     from sparkdoctor import emit
 
@@ -53,6 +54,12 @@ def _fail(exc: BaseException, message: str, code: int) -> None:
         emit.REQUESTED.format = emit.requested_from_argv(sys.argv[1:])
     emit.emit_error(exc, code)
     sys.exit(code)
+
+
+def interrupted(exc: BaseException) -> NoReturn:
+    """SIGINT, SIGTERM or SIGHUP: every child killed, one line, the JSON document if asked for, 128 + signal."""
+    code, why = proc.interrupted(exc)
+    _fail(exc, why, code)
 
 
 def _drop_impossible_sizes() -> None:
@@ -77,8 +84,7 @@ def main() -> None:
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (KeyboardInterrupt, proc.Interrupted) as exc:
-        code, why = proc.interrupted(exc)
-        _fail(exc, why, code)
+        interrupted(exc)
     except Exception as exc:  # click usage errors and real bugs alike get one line
         if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:  # Path.exists() raises it (Python 3.11)
             name = str(exc.filename or "")  # wherever a path from the command line is looked at: bad input

@@ -18,6 +18,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from sparkdoctor.files import OutputError, write_text
 from sparkdoctor.result import Format, Result, error_document
@@ -90,10 +91,7 @@ def write_stdout(text: str) -> None:
     if sys.stdout is None:
         raise OutputError("stdout is closed: nowhere to write the report (use -o FILE)")
     try:
-        if hasattr(sys.stdout, "reconfigure"):
-            sys.stdout.reconfigure(errors="replace")  # never a crash on a character the stream cannot carry
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        _write_whole(sys.stdout, text)
     except BrokenPipeError:
         reader_left()
     except OSError as exc:
@@ -101,6 +99,25 @@ def write_stdout(text: str) -> None:
         # interpreter's final flush: "Exception ignored ..." on stderr and exit 120 instead of this error's 2
         reader_left()
         raise OutputError(f"cannot write the report to stdout: {exc.strerror or exc} (use -o FILE)") from None
+
+
+def _write_whole(stream: TextIO, text: str) -> None:
+    """`text` to `stream`, every byte or an OSError. Through its fd where it has one: under PYTHONUNBUFFERED
+    (`python -u`) stdout is an unbuffered file whose text layer drops what a short write left (a disk that fills,
+    a file-size limit), and a cut report passed as written. A character the stream's encoding cannot carry is
+    replaced, never a crash."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):  # a stream in memory (io.UnsupportedOperation is both)
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+        stream.write(text)
+        stream.flush()
+        return
+    stream.flush()
+    left = memoryview(text.encode(stream.encoding or "utf-8", "replace"))
+    while left:
+        left = left[os.write(fd, left):]
 
 
 def reader_left(fd: int | None = None) -> None:

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
-
-from sparkdoctor import proc
-from sparkdoctor.cli import main as cli_main
-from sparkdoctor.targets import early
+from types import FrameType
 
 
 def _hold_std_fds() -> None:
@@ -34,31 +32,53 @@ def read_recipe(ref: str) -> tuple[list[str], dict[str, str]] | None:
     recipes' own reader; None for a file over early.EARLY_RECIPE_BYTES (the ordinary path reads it)."""
     # PyYAML: ~15 ms, paid only by `recipe check`
     from sparkdoctor.recipes import find, load
+    from sparkdoctor.targets.early import EARLY_RECIPE_BYTES
 
-    if os.path.getsize(find(ref)) > early.EARLY_RECIPE_BYTES:
+    if os.path.getsize(find(ref)) > EARLY_RECIPE_BYTES:
         return None
     recipe = load(ref, {})
     return [str(a) for a in recipe.argv], dict(recipe.env)
 
 
+def _hold_signals() -> list[int]:
+    """Until the real handlers are in (proc.install_signal_handlers), a SIGINT, SIGTERM or SIGHUP is kept, to be
+    raised once they are: while typer, rich and the rest load (half a second on a busy box) Python printed a
+    KeyboardInterrupt traceback, or SIGTERM ended the process with no line and, under --format json, no document.
+    A signal the parent ignores stays ignored."""
+    held: list[int] = []
+
+    def hold(signum: int, _frame: FrameType | None) -> None:
+        held.append(signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, hold)
+    return held
+
+
 def main() -> None:
+    held = _hold_signals()
     if sys.argv[1:2] == ["check"] or sys.argv[1:3] == ["recipe", "check"]:
         # A check lives well under a second and builds ~100k objects at import; the cycle collector's
         # passes over them are pure overhead there (~4% of its CPU). Reference counting still frees.
         gc.disable()
 
+    from sparkdoctor import proc
+    from sparkdoctor.cli import interrupted
+    from sparkdoctor.cli import main as cli_main
+    from sparkdoctor.targets import early
+
     _hold_std_fds()
     proc.install_signal_handlers()
     try:
+        if held:
+            raise proc.Interrupted(held[0])
         try:
             early.start(sys.argv, read_recipe)  # a live `check` or `recipe check`: its probes and GPU helper start now
         except Exception:  # never let the head start break the CLI: the ordinary path starts what it needs
             early.drop()
-    except (KeyboardInterrupt, proc.Interrupted) as exc:  # before the CLI could take over
-        code, why = proc.interrupted(exc)
-        if sys.stderr is not None:
-            sys.stderr.write(f"sparkdoctor: error: {why}\n")
-        sys.exit(code)
+    except (KeyboardInterrupt, proc.Interrupted) as exc:  # before the CLI could take over: its line and document
+        interrupted(exc)
     try:
         cli_main()
     finally:

@@ -56,6 +56,9 @@ def start(host: str, port: int | str | None, family: int = 0, kind: int = socket
     def look() -> None:
         try:
             rows: list[AddrInfo] | BaseException = list(socket.getaddrinfo(host, port, family, kind))
+        except UnicodeError:  # Python's idna codec: a part of the name empty or over 63 characters; an OSError as any
+            rows = socket.gaierror(socket.EAI_NONAME, "not a host name (a part of it is empty or longer than 63 "
+                                   "characters)")
         except BaseException as exc:  # handed to the caller, whatever it is
             rows = exc
         with _pending_lock:

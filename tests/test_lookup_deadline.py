@@ -272,3 +272,16 @@ def test_a_report_learns_this_machines_names_without_waiting_on_a_reverse_lookup
     finally:
         release.set()
     assert redactor.text("ssh spark-7f3a.lab") == "ssh <host>.lab"
+
+
+@pytest.mark.parametrize("host", ["a" * 64, "spark..local"])
+def test_a_host_name_the_resolver_cannot_encode_is_one_line(tmp_path, host):
+    """A host with a part longer than 63 characters or an empty one: Python's getaddrinfo raises UnicodeError (from its
+    idna codec), not OSError; bench --url and fleet check --ray ended in an internal error."""
+    env = {**os.environ, "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state")}
+    bench = _run(["-m", "sparkdoctor", "bench", "--url", f"http://{host}:8000", "--python", sys.executable,
+                  "--no-store", "--rounds", "1", "--concurrency", "1"], env)
+    ray = _run(["-m", "sparkdoctor", "fleet", "check", "--ray", f"{host}:6379", "--node-timeout", "5"], env)
+    for done, code in ((bench, 4), (ray, 3)):
+        assert "internal error" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+        assert done.returncode == code and "not a host name" in done.stderr, (done.returncode, done.stderr)

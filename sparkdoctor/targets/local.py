@@ -168,7 +168,7 @@ def runs_elsewhere(program: Path, bin_dir: Path) -> str | None:
     for long paths: a `#!/bin/sh` line, then `'''exec' PYTHON "$0" "$@"`."""
     try:
         with program.open("rb") as fh:
-            head = fh.read(4096).decode("utf-8", "replace").splitlines()[:2]
+            head = os.fsdecode(fh.read(4096)).splitlines()[:2]  # the file system's own decoding: a path round-trips
     except OSError:
         return None
     if not head or not head[0].startswith("#!"):
