@@ -22,6 +22,7 @@ from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix.definitions import load_all
 from sparkdoctor.fix.installers import for_target
 from sparkdoctor.fix.interface import FixError, Installer, JournalError
+from sparkdoctor.fix.journal_trust import refuse_foreign
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.plan import FixOptions, build_plan, hash_names
 from sparkdoctor.proc import Interrupted
@@ -197,9 +198,11 @@ def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None,
     if status == "rolled back":
         return RolledBack(journal.id, "already rolled back", f"journal {journal.id} was already rolled back",
                           verified=journal.marker(jr.ROLLED_BACK))
+    refuse_foreign(journal)  # before the journal's interpreter is started: which one is the journal's word
     target = target_for(journal.data["target"])
     if progress:  # the saved wheels are checked, reinstalled offline and every file verified: tens of seconds
-        progress(f"rolling back journal {journal.id} (checking it can restore, restoring, verifying)")
+        progress(f"rolling back journal {journal.id} of {inv_mod.target_label(journal.data['target'])} (checking it can "
+                 "restore, restoring, verifying)")
     try:
         verified = apply_mod.rollback(target, journal, lambda inventory: for_target(target, inventory))
     except (KeyboardInterrupt, Interrupted) as exc:  # the CLI's one line says what is left to do
