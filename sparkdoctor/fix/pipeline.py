@@ -165,6 +165,7 @@ class RolledBack:
     verified: dict[str, Any] | None = None
     restored_packages: dict[str, Any] | None = None
     restored_files: list[str] | None = None
+    target: str | None = None  # the journal's target (inventory.target_label), once a rollback ran
 
     @property
     def exit_code(self) -> int:
@@ -174,7 +175,8 @@ class RolledBack:
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"journal": self.journal, "status": self.status}
         if self.status == "rolled back":
-            out.update(verified=self.verified, restored_packages=self.restored_packages, restored_files=self.restored_files)
+            out.update(target=self.target, verified=self.verified, restored_packages=self.restored_packages,
+                       restored_files=self.restored_files)
         out["message"] = self.message
         if self.status == "already rolled back":
             out["verified"] = self.verified
@@ -209,9 +211,10 @@ def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None,
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         raise Interrupted(signum, done=f"the rollback of journal {journal.id} may have stopped part way: run `sparkdoctor "
                                        f"fix --rollback {journal.id}` again, which puts back what is left and verifies it") from None
-    return RolledBack(journal.id, "rolled back", f"journal {journal.id} rolled back", verified=verified,
+    label = inv_mod.target_label(journal.data["target"])
+    return RolledBack(journal.id, "rolled back", f"journal {journal.id} of {label} rolled back", verified=verified,
                       restored_packages=journal.data["touched_before"],
-                      restored_files=[r["path"] for r in journal.data["files"]])
+                      restored_files=[r["path"] for r in journal.data["files"]], target=label)
 
 
 @dataclass

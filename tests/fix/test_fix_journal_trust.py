@@ -90,6 +90,11 @@ def test_a_journal_naming_a_file_outside_its_target_is_refused(tmp_path):
     res = sd("fix", "--rollback", folder.name)
     assert res.returncode == 0 and Path(inside).read_text() == "written by a crafted journal\n", res.stderr
     assert f"rolling back journal {folder.name} of {python} (" in res.stderr
+    assert res.stdout.startswith(f"journal {folder.name} of {python} rolled back\n")
+    shutil.rmtree(folder)
+    folder = craft(jr.journals_dir() / "20261201-000002-c0ffee", str(python), inside)
+    body = json.loads(sd("fix", "--rollback", folder.name, "--format", "json").stdout)["result"]
+    assert body["target"] == str(python) and body["status"] == "rolled back"
 
 
 def test_a_link_in_a_journal_is_refused_before_anything_is_read_through_it(tmp_path):
