@@ -53,7 +53,7 @@ def make_plan(request: CheckRequest, options: FixOptions, progress: Callable[[st
         raise TargetUnprobeable(f"the target could not be probed: {unprobed_why(report)}; nothing to plan, nothing was changed")
     inventory = inv_mod.read(target, hash_names(report.findings, definitions), before_changes=True)
     stuck = unfinished(target, inventory)
-    installer = for_target(target, inventory)
+    installer = for_target(target, inventory, options.timeout)
     if progress:
         progress(f"planning with {installer.name} (dry-run resolution)")
     plan = build_plan(report.findings, definitions, inventory, installer, report.facts, options, transport_of(target))
@@ -184,8 +184,9 @@ class RolledBack:
 
 
 def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None,
-             progress: Callable[[str], None] | None = None) -> RolledBack:
-    """`target_for(journal's target record)` finds that target again (or refuses, in one line)."""
+             progress: Callable[[str], None] | None = None, timeout: float | None = None) -> RolledBack:
+    """`target_for(journal's target record)` finds that target again (or refuses, in one line); timeout: seconds one pip
+    call may run (`fix --timeout`)."""
     journal = jr.load(ident)
     status = journal.status()
     if status == "half-written":
@@ -206,7 +207,7 @@ def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None,
         progress(f"rolling back journal {journal.id} of {inv_mod.target_label(journal.data['target'])} (checking it can "
                  "restore, restoring, verifying)")
     try:
-        verified = apply_mod.rollback(target, journal, lambda inventory: for_target(target, inventory))
+        verified = apply_mod.rollback(target, journal, lambda inventory: for_target(target, inventory, timeout))
     except (KeyboardInterrupt, Interrupted) as exc:  # the CLI's one line says what is left to do
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         raise Interrupted(signum, done=f"the rollback of journal {journal.id} may have stopped part way: run `sparkdoctor "
