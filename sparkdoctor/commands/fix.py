@@ -24,6 +24,7 @@ from sparkdoctor.commands.options import (
     Runtime,
     format_option,
     refuse_bad_constraints,
+    refuse_bad_seconds,
     refuse_unwritable_output,
     verb,
 )
@@ -65,6 +66,7 @@ class FixCommand:
     arch: Annotated[str | None, typer.Option("--arch", help="Evaluate as this GPU arch (as check).")] = None
     matrix: Annotated[Path | None, typer.Option("--matrix", help="A matrix folder or file instead of the bundled one.")] = None
     fixes: Annotated[Path | None, typer.Option("--fixes", help="A fixes folder instead of the bundled one.")] = None
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one pip call may run (the plan's dry run, the apply's, the rollback's; default $SPARKDOCTOR_FIX_INSTALL_TIMEOUT, else 1800).")] = None
 
     def refuse_bad_options(self) -> None:
         """Every usage error of `fix`, before anything is read or changed (exit 2, one line)."""
@@ -85,6 +87,8 @@ class FixCommand:
             if self.older_than is not None:
                 age_seconds(self.older_than)
         refuse_bad_target_options(self.python, self.container, self.container_python, facts_given=False)
+        if self.timeout is not None:
+            refuse_bad_seconds("--timeout", self.timeout)
         refuse_bad_constraints(self.constraints)
         refuse_unwritable_output(self.output)
         if not (self.history or self.prune or self.rollback):
@@ -157,7 +161,7 @@ def run(options: FixCommand) -> Result[FixDocument]:
         from sparkdoctor.fix.documents import RollbackDocument
         from sparkdoctor.fix.pipeline import rollback
 
-        rolled = rollback(lambda record: _journal_target(record, options.chosen), options.journal, _progress)
+        rolled = rollback(lambda record: _journal_target(record, options.chosen), options.journal, _progress, options.timeout)
         return Result("fix", "fix", RollbackDocument(rolled), exit_code=rolled.exit_code)
     return _plan_or_apply(options)
 
@@ -183,7 +187,8 @@ def _planned_and_applied(options: FixCommand, target: Target, env_file: Path | N
                            constraint_files=list(options.constraints), kernels=options.kernels)
     planned: Planned = make_plan(request, FixOptions(
         env_file=env_file, recipe=options.recipe.absolute() if options.recipe else None, system=options.system,
-        allow_replace=set(options.allow_replace), allow_downgrade=set(options.allow_downgrade)), _progress)
+        allow_replace=set(options.allow_replace), allow_downgrade=set(options.allow_downgrade), timeout=options.timeout),
+        _progress)
     plan = planned.plan
     if options.yes and plan.refusals:  # an unfinished fix refuses an empty plan too: never "nothing to fix"
         shown = PlanDocument(plan, planned.report, dry_run=False, shown=plan.empty)

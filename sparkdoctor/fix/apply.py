@@ -50,6 +50,7 @@ from sparkdoctor.fix.inventory import (
     target_label,
     target_record,
 )
+from sparkdoctor.fix.journal_trust import refuse_stray_paths
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.pdeath import children_die_with_parent
 from sparkdoctor.fix.restore import Restorer, verify_rolled_back
@@ -255,6 +256,7 @@ def rollback(target: Target, journal: jr.Journal, installer_for: Callable[[Inven
     sides = sides_of(target)
     with jr.target_lock(*lock_of(target, record)), children_die_with_parent():
         inventory = inv_mod.read(target, before_changes=True)
+        refuse_stray_paths(journal, inventory, label)
         installer = installer_for(inventory)
         restorer = Restorer(target, journal, installer, sides, Boundaries("rollback"))
         problems = restorer.prepare()

@@ -50,10 +50,10 @@ from sparkdoctor.unreachable import index_unreachable
 TIMEOUT = 1800.0  # seconds one pip call of fix may run ($SPARKDOCTOR_FIX_INSTALL_TIMEOUT)
 
 
-def install_timeout() -> float:
-    """TIMEOUT, or $SPARKDOCTOR_FIX_INSTALL_TIMEOUT: read when a pip call needs it (a bad value is one line naming it,
-    and stops only what would run pip)."""
-    return seconds_from_env("SPARKDOCTOR_FIX_INSTALL_TIMEOUT", TIMEOUT)
+def install_timeout(given: float | None = None) -> float:
+    """`fix --timeout` (given), else $SPARKDOCTOR_FIX_INSTALL_TIMEOUT, else TIMEOUT: read when a pip call needs it (a bad
+    value of the variable is one line naming it, and stops only what would run pip)."""
+    return given if given is not None else seconds_from_env("SPARKDOCTOR_FIX_INSTALL_TIMEOUT", TIMEOUT)
 
 
 def _fail(what: str, result: proc.ProcResult, dry_run: bool = False, sources: str | None = None) -> FixError:
@@ -135,10 +135,11 @@ class PipInstaller(Installer):
 
     name = "pip"
 
-    def __init__(self, target: Target, inventory: Inventory, pip_from: str | None = None):
+    def __init__(self, target: Target, inventory: Inventory, pip_from: str | None = None, timeout: float | None = None):
         """pip_from: the folder of the `pip` package to run without site for every call (sparkdoctor's own, for a venv
         without pip)."""
         self.target, self.inventory, self.pip_from = target, inventory, pip_from
+        self.timeout = timeout  # seconds one pip call may run: `fix --timeout`; None: install_timeout()'s default
         self.files = transport_of(target)
         self.settings: dict[tuple[str, str], str] | None = None
 
@@ -157,7 +158,7 @@ class PipInstaller(Installer):
         # the plan's first dry run also prints the user's settings it read: the plan's note costs no pip start of its own
         show = ["--print-settings"] if dry_run and self.settings is None and pip_settings.kept_only(env) else []
         result = self.target.run_script(Path(PIP_NO_SITE), [*keep_argument(), *show, *pip_from, args[0], *base, *args[1:]],
-                                        install_timeout(), env=_env(env))
+                                        install_timeout(self.timeout), env=_env(env))
         seen = None
         if show:  # printed before pip ran, whatever pip did next; pip's own output is read as before
             seen, result.stdout = pip_settings.shown(result.stdout or "")
@@ -169,7 +170,7 @@ class PipInstaller(Installer):
             # a pip older than 22.2 has no --dry-run --report: sparkdoctor's pip resolves, run by the target's
             # interpreter without site, as whatif does; the install itself stays the target's own pip
             result = self.target.run_script(Path(PIP_NO_SITE), [*keep_argument(), "--pip-from", own, args[0], *base, *args[1:]],
-                                            install_timeout(), env=_env(env))
+                                            install_timeout(self.timeout), env=_env(env))
         if seen is not None:
             self.settings = seen
         if not result.ok:
@@ -189,7 +190,7 @@ class PipInstaller(Installer):
         the plan's note: read once, as pip merges them for the user (by the plan's first dry run, else here)."""
         if self.settings is None:
             pip_from = ["--pip-from", self.pip_from] if self.pip_from else []
-            result = self.target.run_script(Path(PIP_NO_SITE), [*pip_from, "--list-settings"], install_timeout(), env=_env(None))
+            result = self.target.run_script(Path(PIP_NO_SITE), [*pip_from, "--list-settings"], install_timeout(self.timeout), env=_env(None))
             if not result.ok:
                 raise _fail("reading pip's settings", result, dry_run=True)
             self.settings = pip_settings.parse(result.stdout or "")
@@ -255,7 +256,7 @@ class PipInstaller(Installer):
             with self.files.scratch() as tmp:
                 # without site, as the comment in _pip says: fetching wheels needs no package's .pth line
                 pip_from = [*keep_argument(), *(["--pip-from", self.pip_from] if self.pip_from else [])]
-                _fetch(requirements, tmp, lambda args: self.target.run_script(Path(PIP_NO_SITE), [*pip_from, *args], install_timeout(), env=_env(None)))
+                _fetch(requirements, tmp, lambda args: self.target.run_script(Path(PIP_NO_SITE), [*pip_from, *args], install_timeout(self.timeout), env=_env(None)))
                 names = [n for n in self.files.listdir(tmp) if n.endswith(".whl")]
                 got = self.files.export([f"{tmp}/{n}" for n in names], Path(dest))
                 for path, row in got.items():
@@ -293,14 +294,14 @@ def _match(requirements: list[str], dest: str) -> dict[str, str | None]:
     return out
 
 
-def for_target(target: Target, inventory: Inventory) -> Installer:
+def for_target(target: Target, inventory: Inventory, timeout: float | None = None) -> Installer:
     """The target's own pip; sparkdoctor's own pip for a local venv without pip (a uv venv). In a container, always the
-    container's own pip: sparkdoctor's pip is not in the container's files."""
+    container's own pip: sparkdoctor's pip is not in the container's files. timeout: `fix --timeout` (one pip call)."""
     if getattr(target, "kind", "python") == "container":
         if not inventory.has_pip:
             raise FixError(f"{inventory.python} in container {getattr(target, 'name', '?')} has no pip, and sparkdoctor's own "
                            "pip is not in the container's files: install pip in that environment (or fix the image)")
-        return PipInstaller(target, inventory)
+        return PipInstaller(target, inventory, timeout=timeout)
     if not inventory.has_pip:
         # nothing was changed: exit 6, as for an index that cannot be reached, never 5 (a failed apply)
         if inventory.externally_managed:  # Debian and Ubuntu disable ensurepip for it, and pip would refuse anyway
@@ -314,5 +315,5 @@ def for_target(target: Target, inventory: Inventory) -> Installer:
         if misfit := own_pip_misfit(inventory.version):
             raise UnchangedError(f"{inventory.python} has no pip, and {misfit}: add pip to the target with "
                                  f"`{inventory.python} -m ensurepip`")
-        return PipInstaller(target, inventory, pip_from=own)
-    return PipInstaller(target, inventory)
+        return PipInstaller(target, inventory, pip_from=own, timeout=timeout)
+    return PipInstaller(target, inventory, timeout=timeout)

@@ -103,6 +103,9 @@ class Inventory:
     dists: dict[str, Dist]
     read_only: bool = False  # purelib is on a read-only file system (a container's ro mount, an image layer)
     externally_managed: bool = False  # PEP 668: the OS marked this interpreter, and pip refuses to change it
+    prefix: str = ""  # sys.prefix, sys.base_prefix and the user base: where a rollback may write (fix/journal_trust.py)
+    base_prefix: str = ""
+    user_base: str = ""
 
     def get(self, name: str) -> Dist | None:
         return self.dists.get(canonicalize_name(name))
@@ -137,7 +140,8 @@ def read(target: Target, hash_names: list[str] | tuple[str, ...] = (), before_ch
         python=str(data.get("python")), is_venv=bool(data.get("is_venv")), uv=bool(data.get("uv")),
         has_pip=bool(data.get("has_pip")), writable=bool(data.get("writable")), purelib=str(data.get("purelib")),
         version=str(data.get("version")), dists=dists, read_only=bool(data.get("read_only")),
-        externally_managed=bool(data.get("externally_managed")),
+        externally_managed=bool(data.get("externally_managed")), prefix=str(data.get("prefix") or ""),
+        base_prefix=str(data.get("base_prefix") or ""), user_base=str(data.get("userbase") or ""),
     )
 
 

@@ -22,6 +22,7 @@ from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix.definitions import load_all
 from sparkdoctor.fix.installers import for_target
 from sparkdoctor.fix.interface import FixError, Installer, JournalError
+from sparkdoctor.fix.journal_trust import refuse_foreign
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.fix.plan import FixOptions, build_plan, hash_names
 from sparkdoctor.proc import Interrupted
@@ -52,7 +53,7 @@ def make_plan(request: CheckRequest, options: FixOptions, progress: Callable[[st
         raise TargetUnprobeable(f"the target could not be probed: {unprobed_why(report)}; nothing to plan, nothing was changed")
     inventory = inv_mod.read(target, hash_names(report.findings, definitions), before_changes=True)
     stuck = unfinished(target, inventory)
-    installer = for_target(target, inventory)
+    installer = for_target(target, inventory, options.timeout)
     if progress:
         progress(f"planning with {installer.name} (dry-run resolution)")
     plan = build_plan(report.findings, definitions, inventory, installer, report.facts, options, transport_of(target))
@@ -164,6 +165,7 @@ class RolledBack:
     verified: dict[str, Any] | None = None
     restored_packages: dict[str, Any] | None = None
     restored_files: list[str] | None = None
+    target: str | None = None  # the journal's target (inventory.target_label), once a rollback ran
 
     @property
     def exit_code(self) -> int:
@@ -173,7 +175,8 @@ class RolledBack:
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"journal": self.journal, "status": self.status}
         if self.status == "rolled back":
-            out.update(verified=self.verified, restored_packages=self.restored_packages, restored_files=self.restored_files)
+            out.update(target=self.target, verified=self.verified, restored_packages=self.restored_packages,
+                       restored_files=self.restored_files)
         out["message"] = self.message
         if self.status == "already rolled back":
             out["verified"] = self.verified
@@ -181,8 +184,9 @@ class RolledBack:
 
 
 def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None,
-             progress: Callable[[str], None] | None = None) -> RolledBack:
-    """`target_for(journal's target record)` finds that target again (or refuses, in one line)."""
+             progress: Callable[[str], None] | None = None, timeout: float | None = None) -> RolledBack:
+    """`target_for(journal's target record)` finds that target again (or refuses, in one line); timeout: seconds one pip
+    call may run (`fix --timeout`)."""
     journal = jr.load(ident)
     status = journal.status()
     if status == "half-written":
@@ -197,18 +201,21 @@ def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None,
     if status == "rolled back":
         return RolledBack(journal.id, "already rolled back", f"journal {journal.id} was already rolled back",
                           verified=journal.marker(jr.ROLLED_BACK))
+    refuse_foreign(journal)  # before the journal's interpreter is started: which one is the journal's word
     target = target_for(journal.data["target"])
     if progress:  # the saved wheels are checked, reinstalled offline and every file verified: tens of seconds
-        progress(f"rolling back journal {journal.id} (checking it can restore, restoring, verifying)")
+        progress(f"rolling back journal {journal.id} of {inv_mod.target_label(journal.data['target'])} (checking it can "
+                 "restore, restoring, verifying)")
     try:
-        verified = apply_mod.rollback(target, journal, lambda inventory: for_target(target, inventory))
+        verified = apply_mod.rollback(target, journal, lambda inventory: for_target(target, inventory, timeout))
     except (KeyboardInterrupt, Interrupted) as exc:  # the CLI's one line says what is left to do
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         raise Interrupted(signum, done=f"the rollback of journal {journal.id} may have stopped part way: run `sparkdoctor "
                                        f"fix --rollback {journal.id}` again, which puts back what is left and verifies it") from None
-    return RolledBack(journal.id, "rolled back", f"journal {journal.id} rolled back", verified=verified,
+    label = inv_mod.target_label(journal.data["target"])
+    return RolledBack(journal.id, "rolled back", f"journal {journal.id} of {label} rolled back", verified=verified,
                       restored_packages=journal.data["touched_before"],
-                      restored_files=[r["path"] for r in journal.data["files"]])
+                      restored_files=[r["path"] for r in journal.data["files"]], target=label)
 
 
 @dataclass

@@ -41,6 +41,7 @@ class FixOptions:
     system: bool = False
     allow_replace: set[str] = field(default_factory=set)
     allow_downgrade: set[str] = field(default_factory=set)
+    timeout: float | None = None  # seconds one pip call may run (`fix --timeout`; None: installers.install_timeout())
 
 
 def wanted_fixes(findings: list[Finding], definitions: dict[str, FixDefinition]) -> list[tuple[FixDefinition, list[str]]]:

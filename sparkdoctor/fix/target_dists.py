@@ -233,6 +233,7 @@ def main(argv):
         "python": sys.executable,
         "prefix": sys.prefix,
         "base_prefix": getattr(sys, "base_prefix", sys.prefix),
+        "userbase": sysconfig.get_config_var("userbase"),
         "is_venv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
         "externally_managed": externally_managed(sys.prefix != getattr(sys, "base_prefix", sys.prefix)),
         "uv": bool(cfg and "uv" in cfg),

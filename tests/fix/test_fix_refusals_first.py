@@ -70,7 +70,7 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_apply(tmp_path, 
         ident = json.loads(good.read_text())["journal"]
         back = sd("fix", "--rollback", ident)
         assert back.returncode == 0 and env_file.read_text() == ENV_TEXT, back.stderr
-        assert back.stderr == (f"sparkdoctor fix: rolling back journal {ident} (checking it can restore, restoring, "
+        assert back.stderr == (f"sparkdoctor fix: rolling back journal {ident} of {python} (checking it can restore, restoring, "
                                "verifying) ...\n")
 
 
