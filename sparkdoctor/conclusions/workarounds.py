@@ -139,8 +139,8 @@ def judge(w: Workaround, recipe: Recipe, matrix: Matrix, facts: Facts, copied: b
     seen = server_facts(facts, recipe, w, copied)
     reasons: list[Reason] = []
     ids = ([w.because] if w.because else []) + [i for i in w.justified_by if i != w.because]
-    argv = [str(a) for a in recipe.argv]
-    no_server = launches_vllm(argv) and not other_engine(argv) and not any((seen.packages or {}).get(d) for d in VLLM_DISTS)
+    no_server = (launches_vllm(recipe.argv) and not other_engine(list(recipe.argv))
+                 and not any((seen.packages or {}).get(d) for d in VLLM_DISTS))
     for entry_id in ids:
         entry = matrix.get(entry_id)
         if entry is None:
