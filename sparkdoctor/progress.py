@@ -23,13 +23,14 @@ from sparkdoctor.text import one_line
 
 PLAIN_PROGRESS_AFTER_S = 15.0  # a plain progress line only once a command has run this long (env overrides)
 PLAIN_REPEAT_S = 20.0  # a stage's ticking status (its elapsed seconds in parentheses) as a plain line at most this often
+PLAIN_STILL_S = 60.0  # the last plain line said again when nothing else was said for this long (a pip resolution)
 
 
 @contextlib.contextmanager
 def progress_line(enabled: bool = True, command: str = "bench") -> Iterator[Callable[[str], None]]:
     """Progress on stderr (never stdout: JSON owns it): a rich status line on a terminal; otherwise (CI, a
     pipe, a log file) plain lines, `sparkdoctor: [mm:ss] message`, one per stage (a stage's ticking status, its
-    seconds in parentheses, once every PLAIN_REPEAT_S), starting once the command has run PLAIN_PROGRESS_AFTER_S seconds (SPARKDOCTOR_PROGRESS_AFTER_S; "off" never; a stage said earlier and still running then is named then), so a quick answer or
+    seconds in parentheses, once every PLAIN_REPEAT_S; a stage that says nothing, again every PLAIN_STILL_S), starting once the command has run PLAIN_PROGRESS_AFTER_S seconds (SPARKDOCTOR_PROGRESS_AFTER_S; "off" never; a stage said earlier and still running then is named then), so a quick answer or
     a one-line error stays alone while a 20-minute A/B is never silent. `command` names the verb on the terminal's
     status line."""
     if not enabled:
@@ -61,14 +62,14 @@ def progress_line(enabled: bool = True, command: str = "bench") -> Iterator[Call
     except ValueError:
         after = PLAIN_PROGRESS_AFTER_S
     started = time.monotonic()
-    last_stage, last_at = "", 0.0
+    last_stage, last_at, last_msg = "", 0.0, ""
     held: list[str] = []  # the last stage said before `after` seconds: named when the command is still running then
     lock = threading.Lock()
     ended = False
 
     def write(msg: str, now: float) -> None:
-        nonlocal last_stage, last_at
-        last_stage, last_at = msg.split(" (", 1)[0], now  # "starting x (12s): ..." ticks each second within one stage
+        nonlocal last_stage, last_at, last_msg
+        last_stage, last_at, last_msg = msg.split(" (", 1)[0], now, msg  # "starting x (12s): ..." ticks each second within one stage
         minutes, seconds = divmod(int(now - started), 60)
         try:
             sys.stderr.write(f"sparkdoctor: [{minutes:02d}:{seconds:02d}] {one_line(msg)}\n")
@@ -87,22 +88,27 @@ def progress_line(enabled: bool = True, command: str = "bench") -> Iterator[Call
                 return
             write(msg, now)
 
-    def name_the_held_stage() -> None:
+    stop = threading.Event()
+
+    def keep_the_log_alive() -> None:
         """A stage said early that is still running once the command has run `after` seconds (a pip resolution
-        that says nothing for minutes) is named then, not only when the next stage begins."""
+        that says nothing for minutes) is named then, not only when the next stage begins; the last line is said
+        again every PLAIN_STILL_S while nothing else is, so a long stage never reads as a hung run."""
+        if stop.wait(max(after, 0.0)):
+            return
         with lock:
             if held and not ended:
                 write(held.pop(), time.monotonic())
+        while not stop.wait(PLAIN_STILL_S):
+            with lock:
+                if last_msg and not ended and time.monotonic() - last_at >= PLAIN_STILL_S:
+                    write(last_msg, time.monotonic())
 
-    timer = None
     if math.isfinite(after) and after < 86400:  # nan, inf or a day and more: no timer (nor an overflow in one)
-        timer = threading.Timer(max(after, 0.0), name_the_held_stage)
-        timer.daemon = True
-        timer.start()
+        threading.Thread(target=keep_the_log_alive, daemon=True).start()
     try:
         yield plain
     finally:
         with lock:
             ended = True
-        if timer is not None:
-            timer.cancel()
+        stop.set()

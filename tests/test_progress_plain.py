@@ -55,3 +55,23 @@ def test_a_time_limit_no_timer_can_hold_is_quiet_and_never_an_error(monkeypatch,
             say("resolving ...")
     err = capsys.readouterr().err
     assert "Traceback" not in err and "Exception" not in err
+
+
+def test_a_stage_that_runs_for_minutes_is_said_again_so_the_log_shows_it_alive(monkeypatch, capsys):
+    # `whatif vllm==0.33.0` on a torch venv: pip resolved for 9 minutes; the CI log held one line, "[00:15] resolving
+    # the upgrade (a dry run of the target's installer)", and nothing after it, as a hung run's log does
+    monkeypatch.setenv("SPARKDOCTOR_PROGRESS_AFTER_S", "0.1")
+    monkeypatch.setattr(progress_module, "PLAIN_STILL_S", 0.2)
+    with progress_module.progress_line(command="whatif") as say:
+        say("resolving the upgrade (a dry run of the target's installer)")
+        err = ""
+        for _ in range(400):  # a guard against a hang, not a speed bound
+            err += capsys.readouterr().err
+            if err.count("resolving the upgrade") >= 3:
+                break
+            time.sleep(0.05)
+    lines = err.splitlines()
+    assert len(lines) >= 3 and all(line.endswith("] resolving the upgrade (a dry run of the target's installer)")
+                                   for line in lines), lines
+    time.sleep(0.5)
+    assert capsys.readouterr().err == ""  # nothing after the command ended

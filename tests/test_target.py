@@ -251,3 +251,23 @@ def test_a_python_whose_probe_prints_no_json_is_still_said_so(tmp_path):
     printed = proc.ProcResult([sys.executable], 0, "hello from a .pth file\n", "", 0.1)
     with pytest.raises(TargetError, match="probe target_env printed no JSON: hello from a .pth file"):
         target_mod.parse_json_probe(PythonTarget(sys.executable, "--python"), target_mod.probe_entry("target_env"), printed)
+
+
+@pytest.mark.parametrize("folder, first_lines", [  # pip writes the /bin/sh form where the path has a space
+    ("venv", "#!{python}\n"), ("my venv", "#!/bin/sh\n'''exec' '{python}' \"$0\" \"$@\"\n' '''\n")])
+def test_a_venvs_console_script_is_named_with_the_interpreter_to_pass(tmp_path, folder, first_lines):
+    """`check --python venv/bin/pip` (or bin/vllm) ran the probes through pip: "probe target_env in .../pip: pip exited
+    2: no such option: -S", after a report with "host unknown". The script's first line names the interpreter."""
+    from sparkdoctor.targets import TargetError
+
+    python = tmp_path / folder / "bin" / "python3"
+    python.parent.mkdir(parents=True)
+    python.symlink_to(sys.executable)
+    pip = python.parent / "pip"
+    pip.write_text(first_lines.format(python=python) + "import sys\nfrom pip._internal.cli.main import main\n")
+    pip.chmod(0o755)
+    with pytest.raises(TargetError) as info:
+        target_mod.resolve_python_target(str(pip))
+    assert str(info.value) == (f"--python {pip}: a Python script, not an interpreter (its first line runs {python}): "
+                               f"pass --python {python}")
+    assert target_mod.resolve_python_target(str(python)).python == str(python)  # the interpreter itself still resolves

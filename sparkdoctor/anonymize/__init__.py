@@ -86,9 +86,10 @@ AUTH_SCHEME = re.compile(r"(?i)(\b(?:bearer|basic)|\bauthorization[\"']?[ \t]*[:
 # The password runs to the last @ of the next 256 characters: one pasted with a raw / or @ in it
 # (`https://bob:se/cr3t@host`) goes whole. `host:5000/path@sha256:...` is a port, not a password.
 URL_CREDENTIALS = re.compile(r"(?i)(?<![a-z0-9+.\-])([a-z][a-z0-9+.\-]*://)[^\s/@:]+(?::(?!\d{1,5}/)[^\s\"'<>]{0,256})?@")
-HOME_PATH = re.compile(r"(/home/|/Users/|/var/home/|/export/home/|/media/|/run/media/)([^/\s\"'`<>:]+)")
+# The name never starts with a dot: /home/.snapshots (snapper), /srv/ci/home/.local (a HOME called home) are folders.
+HOME_PATH = re.compile(r"(/home/|/Users/|/var/home/|/export/home/|/media/|/run/media/)([^/\s\"'`<>:.][^/\s\"'`<>:]*)")
 # The same path percent-encoded, as a URL or a file:// link carries it: %2Fhome%2Fbob
-HOME_PATH_ENCODED = re.compile(r"((?i:%2F)(?:home|Users|media)(?i:%2F))([A-Za-z0-9_.\-]+)")
+HOME_PATH_ENCODED = re.compile(r"((?i:%2F)(?:home|Users|media)(?i:%2F))([A-Za-z0-9_\-][A-Za-z0-9_.\-]*)")
 # A per-user folder outside the homes: /scratch/NAME, /data/users/NAME, /lustre/people/NAME, /u/NAME.
 USER_DIR = re.compile(r"(/(?:users?|people|scratch|homes|home\d+|u)/|(?<![\w~/.-])~(?!root[/\s]))([A-Za-z_][A-Za-z0-9_.\-]{0,31})(?=[/\s\"'`:]|$)")
 USER_ENV = frozenset({"USER", "LOGNAME", "USERNAME", "SUDO_USER"})  # environment variables that name the user

