@@ -119,10 +119,12 @@ def test_local_learns_the_accounts_real_home_and_name_when_home_and_user_point_e
     assert r.text(text) == (f"{tmp_path}/srv/<user>/venv/bin/python run by <user>; {tmp_path}/data/<user>/models for <user>; "
                             "/home/<user>/x")
     assert r.text(f"{tmp_path}/elsewhere/.cache") == f"{tmp_path}/<user>/.cache"  # $HOME as before
-    # an account whose home is not there (nobody's /nonexistent) teaches no name
-    monkeypatch.setattr(pwd, "getpwuid", lambda uid: pwd.struct_passwd(("nobody", "x", 65534, 65534, "", "/nonexistent", "/bin/sh")))
+    # an account whose home is not there (nobody's /nonexistent, which a program run with HOME=/nonexistent as root may
+    # have made on this machine: a folder of tmp_path is surely not there) teaches no name
+    missing = tmp_path / "nonexistent"
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: pwd.struct_passwd(("nobody", "x", 65534, 65534, "", str(missing), "/bin/sh")))
     monkeypatch.delenv("SUDO_USER")
-    assert redactor_for({}, local=True).text("/nonexistent nobody") == "/nonexistent nobody"
+    assert redactor_for({}, local=True).text(f"{missing} nobody") == f"{missing} nobody"
 
 
 def test_a_long_hostile_string_is_redacted_in_linear_time():
