@@ -226,7 +226,9 @@ def test_the_new_scans_stay_linear(chunk):
     reads a run once)."""
     started = time.process_time()
     redactor_for({"errors": [{"collector": "x", "error": chunk * 100_000}]}).text(chunk * 100_000)
-    assert time.process_time() - started < 5, chunk
+    # linear is 1-6 CPU s here (4x the CPU of a quarter of the input), more on a loaded box's shared cores; a quadratic
+    # scan of 1 MB takes hours (2,000 `a:` took 85 s)
+    assert time.process_time() - started < 20, chunk
 
 
 def test_a_host_name_is_matched_in_any_case_a_user_name_as_learned():
