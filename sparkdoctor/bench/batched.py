@@ -11,11 +11,11 @@ from functools import partial
 
 from sparkdoctor.bench.correctness import (
     PROBES,
-    TIMEOUT,
     Answer,
     answer_of,
     ask_payload,
     parse,
+    probe_timeout,
     score_payload,
     scored_by,
     scores_of,
@@ -36,10 +36,13 @@ def _settled(result: object) -> dict[str, object]:
 
 
 def _wave(base_url: str, payloads: list[dict[str, object]]) -> list[Callable[[], dict[str, object]]]:
-    """Every payload POSTed at once (each within TIMEOUT and MAX_WAVE_ANSWER_BYTES): what each answered, to be read."""
+    """Every payload POSTed at once (each within probe_timeout() and MAX_WAVE_ANSWER_BYTES): what each answered, to be
+    read."""
+    timeout = probe_timeout()
+
     async def main() -> list[object]:
         calls: list[Coroutine[object, object, tuple[int, bytes]]] = [
-            post_json(base_url, "/v1/completions", p, TIMEOUT, MAX_WAVE_ANSWER_BYTES) for p in payloads]
+            post_json(base_url, "/v1/completions", p, timeout, MAX_WAVE_ANSWER_BYTES) for p in payloads]
         return list(await asyncio.gather(*calls, return_exceptions=True))
 
     return [partial(_settled, r) for r in run(main())]

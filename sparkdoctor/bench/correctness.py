@@ -40,6 +40,7 @@ from sparkdoctor.bench import references
 from sparkdoctor.bench.answers import floats, read
 from sparkdoctor.bench.http import HttpError, post_json, run
 from sparkdoctor.bench.references import Answer
+from sparkdoctor.errors import seconds_from_env
 
 __all__ = ["Answer"]  # the stored unit of an answer lives with the storage (bench/references.py); judged here
 
@@ -128,9 +129,15 @@ def ask_payload(model: str, prompt: str, vllm: bool) -> dict[str, object]:
     return payload
 
 
-def ask(base_url: str, model: str, prompt: str, vllm: bool, timeout: float = TIMEOUT) -> Answer:
+def probe_timeout() -> float:
+    """Seconds one probe request may take: TIMEOUT, or $SPARKDOCTOR_CORRECTNESS_TIMEOUT (a box so loaded, or a model so
+    large, that a short answer takes longer); a bad value is one line naming it (bench checks it before a launch)."""
+    return seconds_from_env("SPARKDOCTOR_CORRECTNESS_TIMEOUT", TIMEOUT)
+
+
+def ask(base_url: str, model: str, prompt: str, vllm: bool, timeout: float | None = None) -> Answer:
     """The greedy answer to one probe (with ids and log-probabilities where the server is vLLM)."""
-    return answer_of(prompt, vllm, lambda: _post(base_url, ask_payload(model, prompt, vllm), timeout))
+    return answer_of(prompt, vllm, lambda: _post(base_url, ask_payload(model, prompt, vllm), timeout or probe_timeout()))
 
 
 def answer_of(prompt: str, vllm: bool, got: Callable[[], Mapping[str, object]]) -> Answer:
@@ -143,11 +150,11 @@ def answer_of(prompt: str, vllm: bool, got: Callable[[], Mapping[str, object]]) 
         return Answer(prompt, error=f"{type(exc).__name__}: {str(exc)[:200]}")
 
 
-def score(base_url: str, model: str, prompt_ids: list[int], ids: list[int], timeout: float = TIMEOUT) -> list[float] | None:
+def score(base_url: str, model: str, prompt_ids: list[int], ids: list[int], timeout: float | None = None) -> list[float] | None:
     """Teacher forcing: the server's log-probability of each of `ids` after `prompt_ids`. None: the server answers
     without log-probabilities (it offers none). A request that fails raises HttpError, an answer that cannot be read
     ValueError: neither says the server offers none (both read `unscored`, "no log-probabilities", before)."""
-    return scores_of(_post(base_url, score_payload(model, prompt_ids, ids), timeout), prompt_ids, ids)
+    return scores_of(_post(base_url, score_payload(model, prompt_ids, ids), timeout or probe_timeout()), prompt_ids, ids)
 
 
 def score_payload(model: str, prompt_ids: list[int], ids: list[int]) -> dict[str, object]:

@@ -88,6 +88,10 @@ class BenchCommand:
         if self.export is not None and (self.export.is_symlink() or self.export.exists()) and not self.export.is_file():
             raise UsageError(f"--export {self.export}: exists and is not a regular file; a cell is written only as one")
         refuse_unwritable_output(self.output)  # a server launched and measured for minutes, then nowhere to say so
+        # bench's modules, loaded by bench only
+        from sparkdoctor.bench.correctness import probe_timeout
+
+        probe_timeout()  # a bad $SPARKDOCTOR_CORRECTNESS_TIMEOUT, before minutes of launching
         refuse_unwritable_output(self.export.expanduser() if self.export is not None else None, "--export")
         if (self.recipe is None) == (self.url is None):
             raise UsageError("give a RECIPE to launch, or --url URL of a running server (not both)")

@@ -258,6 +258,16 @@ def test_bad_options_are_one_line(run, args, words):
     assert out.returncode == EXIT_USAGE and words in out.stderr and out.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "inf"])
+def test_a_bad_correctness_timeout_is_one_line_before_any_server_is_reached(tmp_path, value):
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    env.update(PYTHONPATH=str(REPO), SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"), SPARKDOCTOR_CORRECTNESS_TIMEOUT=value)
+    out = subprocess.run([sys.executable, "-m", "sparkdoctor", "bench", "--url", "http://127.0.0.1:9", *QUICK], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == EXIT_USAGE and f"SPARKDOCTOR_CORRECTNESS_TIMEOUT={value}: give seconds" in out.stderr
+    assert out.stderr.count("\n") == 1 and not (tmp_path / "state").exists(), out.stderr
+
+
 @pytest.mark.parametrize("url, words", [
     ("notaurl", "--url 'notaurl': give an http:// or https:// URL with a host"),
     ("ftp://127.0.0.1:9", "give an http:// or https:// URL"),

@@ -41,7 +41,9 @@ def bench(tmp_path: Path, vllm_cpu: Path, model: Path, dtype: str, *extra: str, 
     recipe = tmp_path / f"{dtype}-{model.name}.toml"
     recipe.write_text(RECIPE.format(dtype=dtype, vllm=vllm_cpu.parent / "vllm"))
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
-    env.update(PYTHONPATH=str(REPO), SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"), COLUMNS="160")
+    # a probe's answer waits as long as the server start may (a loaded box stalled one past 60 s: unchecked, exit 3)
+    env.update(PYTHONPATH=str(REPO), SPARKDOCTOR_STATE_DIR=str(tmp_path / "state"), COLUMNS="160",
+               SPARKDOCTOR_CORRECTNESS_TIMEOUT="900")
     argv = [sys.executable, "-m", "sparkdoctor", "bench", str(recipe), "--set", f"model={model}",
             "--python", str(vllm_cpu), "--rounds", "1", "--concurrency", "1", "--max-tokens", "8", "--warmup", "1",
             "--ready-timeout", "900", "--no-store", "--format", "json", "--reference-file",
