@@ -98,7 +98,7 @@ def _fails(state: dict) -> str | None:
 
 @pytest.fixture
 def server() -> Iterator[tuple[str, dict]]:
-    state = {"damage": 0.0, "calls": [], "margin": None, "scoring": "ok", "scored": 0}
+    state = {"damage": 0.0, "calls": [], "margin": None, "scoring": "ok", "scored": 0, "delay": 0.0}
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
@@ -114,6 +114,7 @@ def server() -> Iterator[tuple[str, dict]]:
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             state["calls"].append(body)
+            threading.Event().wait(state["delay"])  # a slow answer: what the probe's limit is for
             prompt = body["prompt"]
             if isinstance(prompt, list) and (how := _fails(state)):  # a scoring request: the reference's tokens
                 return self._fail(how)
@@ -217,38 +218,20 @@ def test_a_server_that_cannot_be_reached_is_unchecked_not_a_crash():
 
 
 @pytest.mark.parametrize("batch", [1, 4])
-def test_a_probe_waits_as_long_as_the_correctness_timeout_says(monkeypatch, batch):
+def test_a_probe_waits_as_long_as_the_correctness_timeout_says(server, monkeypatch, batch):
     """A probe answered after 1.5 s is lost at a limit of 0.3 s (unchecked, the request's timeout named) and judged at
     SPARKDOCTOR_CORRECTNESS_TIMEOUT=60: a loaded box or a big model's slow first answer need not leave a run unchecked."""
     from sparkdoctor.bench.batched import probe as probe_at_once
 
-    class Slow(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            threading.Event().wait(1.5)
-            data = json.dumps({"choices": [{"text": f"{body['prompt']} w w w", "logprobs": None}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    url, state = server
+    state["delay"] = 1.5
     ask = (lambda: c.probe(url, "m", False, None)) if batch == 1 else (lambda: probe_at_once(url, "m", False, None, batch))
-    try:
-        monkeypatch.setenv("SPARKDOCTOR_CORRECTNESS_TIMEOUT", "0.3")
-        lost = ask()
-        assert lost[0].error and c.judge(lost, None).verdict == Verdict.UNCHECKED, lost
-        monkeypatch.setenv("SPARKDOCTOR_CORRECTNESS_TIMEOUT", "60")
-        answered = ask()
-        assert not any(a.error for a in answered) and all(a.text for a in answered), answered
-    finally:
-        httpd.shutdown()
+    monkeypatch.setenv("SPARKDOCTOR_CORRECTNESS_TIMEOUT", "0.3")
+    lost = ask()
+    assert lost[0].error and c.judge(lost, None).verdict == Verdict.UNCHECKED, lost
+    monkeypatch.setenv("SPARKDOCTOR_CORRECTNESS_TIMEOUT", "60")
+    answered = ask()
+    assert not any(a.error for a in answered) and all(a.text for a in answered), answered
 
 
 def test_a_detector_the_reference_trips_too_is_excused():
