@@ -66,6 +66,8 @@ EXPECTED = {
     "deepgemm-sm121-header.txt": {"vllm-deepgemm-sm121-header-missing": "exact"},
     "nemoclaw-memory-telemetry.txt": {"nemoclaw-preflight-memory-na": "exact"},
     "nccl-ib-cts-unused-request.txt": {"nccl-ib-cts-unused-request-deadlock": "exact"},
+    # GLM-5.3-Flash on a DGX Spark with SGLang 0.5.20 (sglang#40286), the lines verbatim from the report
+    "sglang-glm53-flash-trtllm.txt": {"sglang-glm53-flash-sm12x-trtllm-dsa": "exact"},
     # the user-space OOM killers' journal lines, written to their format strings (earlyoom kill.c, systemd oomd-manager.c)
     "earlyoom-kill-journal.txt": {"host-earlyoom-killed": "exact"},
     "systemd-oomd-kill-journal.txt": {"host-systemd-oomd-killed": "exact"},

@@ -355,6 +355,10 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(packages={"tensorrt-llm": "1.2.0"}),
         dict(),
     ),
+    "sglang-glm53-flash-sm12x-trtllm-dsa": (
+        dict(packages={"sglang": "0.5.23"}),
+        dict(packages={"sglang": "0.5.19"}),  # before GLM-5.3-Flash joined SGLang's DSA family
+    ),
     # ---- flashinfer --------------------------------------------------------------------------
     "fi-cutlass-moe-relu2-sm121": (
         dict(packages={"flashinfer-python": "0.6.7"}),
