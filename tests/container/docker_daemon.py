@@ -26,8 +26,12 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, TypeVar
+
+import pytest
 
 from sparkdoctor import proc
 from tests.container.daemon_keeper import kill_shims, unmount_under
@@ -173,6 +177,28 @@ def short_root(prefix: str) -> Path:
     worker (/tmp/pytest-of-root/pytest-13/popen-gw1/podman0/run is 51: every podman test skipped). The daemon's
     stop() removes it."""
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp" if os.path.isdir("/tmp") else None))
+
+
+class Runtime(Protocol):
+    def stop(self) -> None: ...
+
+
+R = TypeVar("R", bound=Runtime)
+
+
+def session_runtime(prefix: str, start: Callable[[Path], R], cannot: str) -> Iterator[R]:
+    """A session fixture's body: a runtime started on a new short root, yielded, stopped at the end; the test
+    skipped with `cannot: why` where it cannot run here."""
+    root = short_root(prefix)
+    try:
+        runtime = start(root)
+    except NoRuntime as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.skip(f"{cannot}: {exc}")
+    try:
+        yield runtime
+    finally:
+        runtime.stop()
 
 
 def start_daemon(root: Path) -> Daemon:

@@ -184,18 +184,9 @@ def _docker_hosts(request) -> list[dict[str, str]]:
 @pytest.fixture(scope="session")
 def second_docker_daemon():
     """Another dockerd of the suite's kind (its own socket and roots, stopped and cleaned up at the end)."""
-    from tests.container.docker_daemon import NoRuntime, short_root, start_daemon
+    from tests.container.docker_daemon import session_runtime, start_daemon
 
-    root = short_root("sd-dockerd2-")
-    try:
-        daemon = start_daemon(root)
-    except NoRuntime as exc:
-        shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"a second dockerd cannot run here: {exc}")
-    try:
-        yield daemon
-    finally:
-        daemon.stop()
+    yield from session_runtime("sd-dockerd2-", start_daemon, "a second dockerd cannot run here")
 
 
 @pytest.fixture(scope="session")
