@@ -11,7 +11,7 @@ a venv made on the host runs inside at the same path (see research/container-run
 Clean-up, whatever happened: every container removed, the daemon stopped by its own PID (then its
 process group killed), mounts under its roots unmounted, and the machine's iptables rules, links and
 mounts compared with what they were before; a daemon this code did not start is never touched. The daemon is
-started and cleaned up by a keeper process of its own (daemon_keeper.py), which does that clean-up when the test
+started and cleaned up by a keeper process of its own (tests/keeper.py), which does that clean-up when the test
 process closes its stdin or ends in any way: a teardown cut short (a second Ctrl-C, xdist killing a worker that took
 longer than 10 s to stop) left the daemon's shims, containers and mounts behind.
 """
@@ -34,7 +34,7 @@ from typing import Protocol, TypeVar
 import pytest
 
 from sparkdoctor import proc
-from tests.container.daemon_keeper import kill_shims, unmount_under
+from tests import keeper as keepers
 
 APT_TIMEOUT = 600
 
@@ -93,10 +93,6 @@ def _machine_state() -> dict[str, str]:
     return {"iptables": out(["iptables", "-S"]), "links": links}
 
 
-KEEPER = Path(__file__).with_name("daemon_keeper.py")
-KEEPER_WAIT_S = 120  # a safety net: the keeper stops the daemon in seconds, more on a loaded machine
-
-
 @dataclass
 class Daemon:
     root: Path
@@ -153,18 +149,8 @@ class Daemon:
             if self.keeper.poll() is None:
                 for name in self.containers:
                     self.docker("rm", "-f", name, timeout=60)
-        finally:
-            if self.keeper.stdin is not None:
-                self.keeper.stdin.close()
-        try:
-            self.keeper.wait(timeout=KEEPER_WAIT_S)
-        except subprocess.TimeoutExpired:  # a keeper stuck: its daemon goes by pdeathsig, the rest is done here
-            self.keeper.kill()
-            self.keeper.wait()
-            kill_shims(self.root)
-            unmount_under(self.root)
-        if self.keeper.stdout is not None:
-            self.keeper.stdout.close()
+        finally:  # interrupted or not, the keeper goes on once its stdin is closed
+            keepers.finish(self.keeper, [str(self.root)])
         after = _machine_state()
         if "docker0" in after["links"] and "docker0" not in self.before["links"]:
             proc.run(["ip", "link", "del", "docker0"], timeout=20)
@@ -213,13 +199,10 @@ def start_daemon(root: Path) -> Daemon:
     argv = [dockerd, "--data-root", str(root / "data"), "--exec-root", str(root / "exec"), "--pidfile", str(root / "dockerd.pid"),
             "-H", f"unix://{socket}", "--bridge=none", "--iptables=false", "--ip6tables=false"]
     log = root / "dockerd.log"
-    # the daemon goes with the worker that started it, however the worker ends (daemon_keeper.py): a run stopped by
+    # the daemon goes with the worker that started it, however the worker ends (tests/keeper.py): a run stopped by
     # SIGTERM to its process group left every test dockerd running, and a teardown cut short by a second Ctrl-C or
     # by xdist's kill left their shims, containers and mounts
-    keeper = subprocess.Popen([sys.executable, "-S", "-B", str(KEEPER), str(root), str(log), "--", *argv],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
-    assert keeper.stdout is not None
-    first = keeper.stdout.readline().decode(errors="replace").strip()
+    keeper, first = keepers.start(root, log, tuple(argv))
     if not first.isdigit():
         daemon_failed = Daemon(root, socket, keeper, -1, before)
         daemon_failed.stop()

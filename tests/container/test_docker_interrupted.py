@@ -1,7 +1,7 @@
 """A test run interrupted with Ctrl-C must leave nothing of its dockerd: no daemon, containerd, shim, container
 process or mount under the daemon's /tmp/sd-dockerd-* root, and no root. A teardown cut short (a second Ctrl-C
 during it, or xdist killing a worker that did not stop within 10 s of being told to) left the shims, the containers'
-processes and the mounts behind; the keeper (tests/container/daemon_keeper.py) now cleans up once the test process
+processes and the mounts behind; the keeper (tests/keeper.py) now cleans up once the test process
 ends, however it ends.
 
 Each case (tests/interrupted.py) runs a real pytest on tests/container/interrupted_session.py (the suite's own
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.container.daemon_keeper import clean_up
 from tests.interrupted import CASES, interrupt, wait_for_exit
+from tests.keeper import clean_up
 
 
 def _cmdline(pid: int | str) -> bytes:
@@ -62,7 +62,7 @@ def _sweep(info: dict[str, object], container_cmd: bytes) -> None:
                     os.kill(int(item.split()[0]), signal.SIGKILL)
                 except OSError:
                     pass
-    clean_up(Path(str(info["root"])), None)
+    clean_up([str(info["root"])], None)
 
 
 @pytest.mark.slow
