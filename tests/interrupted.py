@@ -97,8 +97,11 @@ def interrupt(case: str, session_file: str, tmp_path: Path, skip_when: str, on_r
     argv = [sys.executable, "-m", "pytest", *workers, "-p", "no:cacheprovider", "--basetemp", str(tmp_path / "bt"), "-q",
             "-rs", session_file]
     out = tmp_path / "session.out"
+    # a session of its own, not a part of this one's: under xdist this process is a worker, and a session that took
+    # itself for one (PYTEST_XDIST_WORKER) would fail its grouped test as a test that lost its group
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST_", "PYTEST_CURRENT_TEST"))}
     with open(out, "wb") as sink:
-        session = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "SD_READY": str(fifo)}, stdout=sink,
+        session = subprocess.Popen(argv, cwd=REPO, env={**env, "SD_READY": str(fifo)}, stdout=sink,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     lines = _Lines(fifo, session)
     try:

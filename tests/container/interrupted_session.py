@@ -1,6 +1,6 @@
-"""The session tests/container/test_docker_interrupted.py interrupts (tests/interrupted.py): its test takes the
-session's dockerd, runs a container on it, says where the daemon, its keeper, the container and this process are,
-and waits to be interrupted."""
+"""The sessions tests/container/test_docker_interrupted.py interrupts (tests/interrupted.py): each test takes the
+session's dockerd or podman, runs a container on it, says where the runtime's root, its keeper, the container and
+this process are, and waits to be interrupted."""
 
 from __future__ import annotations
 
@@ -21,4 +21,17 @@ def test_waits_to_be_interrupted(docker_daemon, skeleton):
     say({"root": str(docker_daemon.root), "daemon": docker_daemon.pid, "container": container, "pid": os.getpid(),
          "keeper": keeper.pid if keeper is not None else None})
     while True:  # until a signal ends it: no CPU spent, no time limit of its own
+        signal.pause()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("slow_teardown")
+def test_podman_waits_to_be_interrupted(podman):
+    podman.must("run", "-d", "--init", "--network", "none", "--name", "interrupted-p0", "-v", "/usr:/usr:ro",
+                "sparkdoctor-skeleton:1", "sleep", "infinity")
+    container = int(podman.must("inspect", "-f", "{{.State.Pid}}", "interrupted-p0"))
+    keeper = getattr(podman, "keeper", None)
+    say({"root": str(podman.root), "container": container, "pid": os.getpid(),
+         "keeper": keeper.pid if keeper is not None else None})
+    while True:  # until a signal ends it
         signal.pause()

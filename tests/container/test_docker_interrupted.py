@@ -1,5 +1,5 @@
-"""A test run interrupted with Ctrl-C must leave nothing of its dockerd: no daemon, containerd, shim, container
-process or mount under the daemon's /tmp/sd-dockerd-* root, and no root. A teardown cut short (a second Ctrl-C
+"""A test run interrupted with Ctrl-C must leave nothing of its dockerd or podman: no daemon, containerd, shim, conmon,
+container process or mount under the runtime's /tmp/sd-dockerd-* or /tmp/sd-podman-* root, and no root. A teardown cut short (a second Ctrl-C
 during it, or xdist killing a worker that did not stop within 10 s of being told to) left the shims, the containers'
 processes and the mounts behind; the keeper (tests/keeper.py) now cleans up once the test process
 ends, however it ends.
@@ -18,6 +18,9 @@ import pytest
 
 from tests.interrupted import CASES, interrupt, wait_for_exit
 from tests.keeper import clean_up
+
+SESSION_TESTS = {"docker": "test_waits_to_be_interrupted", "podman": "test_podman_waits_to_be_interrupted"}
+SKIPS = {"docker": "no container runtime can run here", "podman": "podman cannot run here"}
 
 
 def _cmdline(pid: int | str) -> bytes:
@@ -67,7 +70,8 @@ def _sweep(info: dict[str, object], container_cmd: bytes) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
-def test_an_interrupted_run_leaves_no_daemon_shim_container_or_mount(case, tmp_path):
+@pytest.mark.parametrize("runtime", ["docker", "podman"])
+def test_an_interrupted_run_leaves_no_daemon_shim_container_or_mount(runtime, case, tmp_path):
     up: dict[str, object] = {}
     container_cmd: list[bytes] = []
 
@@ -77,7 +81,8 @@ def test_an_interrupted_run_leaves_no_daemon_shim_container_or_mount(case, tmp_p
         assert container_cmd[0], "the container's process was not found"
 
     try:
-        run = interrupt(case, "tests/container/interrupted_session.py", tmp_path, "no container runtime can run here", noted)
+        session = "tests/container/interrupted_session.py::" + SESSION_TESTS[runtime]
+        run = interrupt(case, session, tmp_path, SKIPS[runtime], noted)
         if run.info.get("keeper"):
             wait_for_exit(int(str(run.info["keeper"])))
         left = _leftovers(run.info, container_cmd[0])
