@@ -18,6 +18,7 @@ from sparkdoctor.collect import Context
 from sparkdoctor.collect import capabilities as collector
 from sparkdoctor.facts import Facts
 from sparkdoctor.targets.local import PythonTarget
+from tests.probe_modules import probe_module
 
 PROBE = Path(__file__).resolve().parents[1] / "probes" / "capabilities" / "__main__.py"
 WHEELS = Path(os.environ.get("SPARKDOCTOR_TEST_WHEELS", Path.home() / ".cache" / "sparkdoctor-tests" / "wheels"))
@@ -355,17 +356,7 @@ def test_vllm_so_without_arch_strings_is_unknown(tmp_path):
 
 
 def test_arch_scan_across_chunk_boundaries(tmp_path):
-    import importlib.util
-
-    folders = [str(PROBE.parent), str(PROBE.parents[1] / "shared")]  # its siblings, as when the probe runs
-    sys.path[:0] = folders
-    spec = importlib.util.spec_from_file_location("sd_caps_vllm", PROBE.parent / "capabilities_vllm.py")
-    mod = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        for folder in folders:
-            sys.path.remove(folder)
+    mod = probe_module("capabilities", "capabilities_vllm", own_name="sd_caps_vllm")
     blob = tmp_path / "_C.so"
     blob.write_bytes(b"x" * 10 + b"-arch sm_121a -m 64" + b"y" * 7 + b"-arch sm_90 ")
     for chunk in range(4, 40):  # every split point of both strings

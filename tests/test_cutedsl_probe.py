@@ -9,7 +9,6 @@ scratch environments that `matrix verify` builds (shared with tests/test_verify.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -25,6 +24,7 @@ import pytest
 from sparkdoctor.collect import Context, cutedsl
 from sparkdoctor.facts import Facts
 from sparkdoctor.targets.local import PythonTarget
+from tests.probe_modules import probe_module
 from tests.venvs import ROOT as TEST_VENVS
 
 PROBE = Path(__file__).resolve().parents[1] / "probes" / "cutedsl" / "__main__.py"
@@ -36,16 +36,7 @@ SO_NAME = "_cutlass_ir.cpython-311-x86_64-linux-gnu.so"
 
 def load_probe(module: str = "cutedsl_install"):
     """One of the probe's modules, loaded from its file (its siblings on sys.path, as when it runs)."""
-    spec = importlib.util.spec_from_file_location(f"sd_{module}", PROBE.parent / f"{module}.py")
-    mod = importlib.util.module_from_spec(spec)
-    folders = [str(PROBE.parent), str(PROBE.parents[1] / "shared")]
-    sys.path[:0] = folders
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        for folder in folders:
-            sys.path.remove(folder)
-    return mod
+    return probe_module("cutedsl", module, own_name=f"sd_{module}")
 
 
 def result_lines(stdout: str) -> list[dict]:

@@ -14,6 +14,7 @@ from sparkdoctor.facts import Facts
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
 from tests import venvs
+from tests.probe_modules import probe_module
 
 LINUX_X86 = {"implementation_name": "cpython", "implementation_version": "3.11.7", "os_name": "posix",
              "platform_machine": "x86_64", "platform_release": "6.8.0", "platform_system": "Linux", "platform_version": "#1",
@@ -134,17 +135,7 @@ def egg_info(site, name: str = "vllm", version: str = "0.22.0", requires: str | 
 
 
 def probe_dists():
-    from sparkdoctor.targets.local import probe_entry
-
-    probe = probe_entry("target_env")
-    folders = [str(probe.parent), str(probe.parents[1] / "shared")]
-    sys.path[:0] = folders
-    try:
-        import targetenv_dists
-    finally:
-        for folder in folders:
-            sys.path.remove(folder)
-    return targetenv_dists
+    return probe_module("target_env", "targetenv_dists")
 
 
 def test_an_egg_info_gives_the_requires_dist_importlib_metadata_gives(tmp_path):

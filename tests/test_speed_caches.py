@@ -19,6 +19,7 @@ from sparkdoctor.matrix import load
 from sparkdoctor.names import canonicalize_name
 from sparkdoctor.targets import PythonTarget
 from sparkdoctor.targets import probe as target_probe
+from tests.probe_modules import probe_module
 
 
 @pytest.fixture(autouse=True)
@@ -135,11 +136,7 @@ def test_record_fast_path_reads_the_same_rows_as_the_careful_one():
     at the end forces."""
     import sysconfig
 
-    sys.path.insert(0, str(locations.data_dir("probes") / "shared"))
-    try:
-        from probe_io import parse_record
-    finally:
-        sys.path.pop(0)
+    parse_record = probe_module("shared", "probe_io").parse_record
     texts = [p.read_text(encoding="utf-8") for p in Path(sysconfig.get_paths()["purelib"]).glob("*.dist-info/RECORD")]
     texts.append("a.py,sha256=x,1\n\nno-commas\nb,c\nd/e.py,,\r\nf,g,h,i\n")
     assert len(texts) > 5

@@ -25,6 +25,7 @@ from sparkdoctor import matrix
 from sparkdoctor.collect import Context, run_collectors, targetenv
 from sparkdoctor.facts import Facts
 from sparkdoctor.targets.local import PythonTarget, probe_entry
+from tests.probe_modules import probe_module
 
 PROBE = probe_entry("target_env")
 SYSTEM_PYTHON = Path("/usr/bin/python3")
@@ -291,14 +292,8 @@ def test_the_probe_never_opens_a_fifo_it_was_not_asked_about(bare_venv):
 def test_the_hash_budget_stops_inside_a_file_not_only_between_files(tmp_path):
     """A budget that runs out while one large file is read stops there (HashBudgetSpent), instead
     of reading the file to its end first."""
-    folders = [str(PROBE.parent), str(PROBE.parents[1] / "shared")]
-    sys.path[:0] = folders
-    try:
-        import targetenv_base
-        import targetenv_hashes
-    finally:
-        for folder in folders:
-            sys.path.remove(folder)
+    targetenv_base = probe_module("target_env", "targetenv_base")
+    targetenv_hashes = probe_module("target_env", "targetenv_hashes")
     big = tmp_path / "_cutlass_ir.cpython-312-aarch64-linux-gnu.so"
     with open(big, "wb") as fh:
         fh.truncate(1 << 30)  # sparse: 1 GiB of zeros to read, under the identity-hash limit

@@ -5,29 +5,20 @@ skeleton image, and real venvs that the containers mount read-only at their host
 from __future__ import annotations
 
 import os
-import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests import venvs
-from tests.container.docker_daemon import Daemon, NoRuntime, short_root, start_daemon
+from tests.container.docker_daemon import Daemon, session_runtime, start_daemon
 
 SMALL = ["idna==3.7", "packaging==24.0"]
 
 
 @pytest.fixture(scope="session")
-def docker_daemon() -> Daemon:
-    root = short_root("sd-dockerd-")
-    try:
-        daemon = start_daemon(root)
-    except NoRuntime as exc:
-        shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"no container runtime can run here: {exc}")
-    try:
-        yield daemon
-    finally:
-        daemon.stop()
+def docker_daemon() -> Iterator[Daemon]:
+    yield from session_runtime("sd-dockerd-", start_daemon, "no container runtime can run here")
 
 
 @pytest.fixture(scope="session")
@@ -53,13 +44,4 @@ def podman():
     """A real rootful podman on its own storage (tests/container/podman_runtime.py), with the skeleton image."""
     from tests.container.podman_runtime import start_podman
 
-    root = short_root("sd-podman-")
-    try:
-        runtime = start_podman(root)
-    except NoRuntime as exc:
-        shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"podman cannot run here: {exc}")
-    try:
-        yield runtime
-    finally:
-        runtime.stop()
+    yield from session_runtime("sd-podman-", start_podman, "podman cannot run here")

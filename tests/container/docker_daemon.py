@@ -10,7 +10,10 @@ a venv made on the host runs inside at the same path (see research/container-run
 
 Clean-up, whatever happened: every container removed, the daemon stopped by its own PID (then its
 process group killed), mounts under its roots unmounted, and the machine's iptables rules, links and
-mounts compared with what they were before; a daemon this code did not start is never touched.
+mounts compared with what they were before; a daemon this code did not start is never touched. The daemon is
+started and cleaned up by a keeper process of its own (tests/keeper.py), which does that clean-up when the test
+process closes its stdin or ends in any way: a teardown cut short (a second Ctrl-C, xdist killing a worker that took
+longer than 10 s to stop) left the daemon's shims, containers and mounts behind.
 """
 
 from __future__ import annotations
@@ -18,16 +21,20 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, TypeVar
+
+import pytest
 
 from sparkdoctor import proc
+from tests import keeper as keepers
 
 APT_TIMEOUT = 600
 
@@ -90,14 +97,11 @@ def _machine_state() -> dict[str, str]:
 class Daemon:
     root: Path
     socket: Path
-    popen_running: proc.Running
+    keeper: subprocess.Popen[bytes]
+    pid: int  # dockerd's
     before: dict[str, str]
     env: dict[str, str] = field(default_factory=dict)
     containers: list[str] = field(default_factory=list)
-
-    @property
-    def pid(self) -> int:
-        return self.popen_running.popen.pid  # type: ignore[union-attr]
 
     def docker(self, *args: str, timeout: float = 120, input: str | None = None) -> proc.ProcResult:
         return proc.run(["docker", *args], timeout=timeout, env=self.env, input=input)
@@ -131,51 +135,26 @@ class Daemon:
             mounts.append((base, base))
         return mounts
 
+    def alive(self) -> bool:
+        try:
+            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state != "Z"
+
     def stop(self) -> None:
-        """Remove every container, stop the daemon by its PID, undo what it left; idempotent."""
-        for name in self.containers:
-            self.docker("rm", "-f", name, timeout=60)
-        popen = self.popen_running.popen
-        if popen is not None and popen.poll() is None:
-            os.kill(popen.pid, signal.SIGTERM)
-            try:
-                popen.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
-        self.popen_running.cancel()  # kills the process group (its containerd too) and reaps it
-        _kill_shims(self.root)  # a daemon killed before it stopped its containers leaves their shims running
-        for line in reversed(Path("/proc/self/mounts").read_text().splitlines()):
-            where = line.split()[1]
-            if where.startswith(str(self.root)):
-                proc.run(["umount", "-l", where], timeout=20)
+        """Remove every container, then let the keeper stop the daemon and undo what it left; idempotent. Interrupted
+        here (a second Ctrl-C), the keeper still finishes: it goes on once its stdin is closed."""
+        try:
+            if self.keeper.poll() is None:
+                for name in self.containers:
+                    self.docker("rm", "-f", name, timeout=60)
+        finally:  # interrupted or not, the keeper goes on once its stdin is closed
+            keepers.finish(self.keeper, [str(self.root)])
         after = _machine_state()
         if "docker0" in after["links"] and "docker0" not in self.before["links"]:
             proc.run(["ip", "link", "del", "docker0"], timeout=20)
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _kill_shims(root: Path) -> None:
-    """SIGKILL each containerd shim serving this daemon (its command line names the daemon's root) and what runs
-    under it: a container's init is its pid namespace's first process, so everything in the container goes with it."""
-    parents: dict[int, int] = {}
-    shims = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        parents[int(entry.name)] = int(stat[stat.rfind(")") + 2:].split()[1])
-        if b"containerd-shim" in cmdline and str(root).encode() in cmdline:
-            shims.append(int(entry.name))
-    for shim in shims:
-        for pid in [p for p, parent in parents.items() if parent == shim] + [shim]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
 
 
 def short_root(prefix: str) -> Path:
@@ -184,6 +163,28 @@ def short_root(prefix: str) -> Path:
     worker (/tmp/pytest-of-root/pytest-13/popen-gw1/podman0/run is 51: every podman test skipped). The daemon's
     stop() removes it."""
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp" if os.path.isdir("/tmp") else None))
+
+
+class Runtime(Protocol):
+    def stop(self) -> None: ...
+
+
+R = TypeVar("R", bound=Runtime)
+
+
+def session_runtime(prefix: str, start: Callable[[Path], R], cannot: str) -> Iterator[R]:
+    """A session fixture's body: a runtime started on a new short root, yielded, stopped at the end; the test
+    skipped with `cannot: why` where it cannot run here."""
+    root = short_root(prefix)
+    try:
+        runtime = start(root)
+    except NoRuntime as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.skip(f"{cannot}: {exc}")
+    try:
+        yield runtime
+    finally:
+        runtime.stop()
 
 
 def start_daemon(root: Path) -> Daemon:
@@ -198,19 +199,25 @@ def start_daemon(root: Path) -> Daemon:
     argv = [dockerd, "--data-root", str(root / "data"), "--exec-root", str(root / "exec"), "--pidfile", str(root / "dockerd.pid"),
             "-H", f"unix://{socket}", "--bridge=none", "--iptables=false", "--ip6tables=false"]
     log = root / "dockerd.log"
-    # the daemon goes with the worker that started it (SIGTERM: dockerd stops its containers), even a worker killed
-    # before its teardown ran: a run stopped by SIGTERM to its process group left every test dockerd running
-    guard = ["setpriv", "--pdeathsig", "TERM", "--"] if shutil.which("setpriv") else []
-    running = proc.start([*guard, "sh", "-c", 'exec "$@" >"$0" 2>&1', str(log), *argv])
-    daemon = Daemon(root, socket, running, before, env={**os.environ, "DOCKER_HOST": f"unix://{socket}"})
-    deadline = time.monotonic() + 120  # a safety net: dockerd answers in seconds, more on a loaded machine
-    while time.monotonic() < deadline:
-        if running.popen is None or running.popen.poll() is not None:
-            tail = log.read_text(errors="replace")[-500:] if log.exists() else ""
-            daemon.stop()
-            raise NoRuntime(f"dockerd exited at start: {tail.strip().splitlines()[-1] if tail.strip() else 'no log'}")
-        if socket.exists() and daemon.docker("version", timeout=10).ok:
-            return daemon
-        time.sleep(0.3)
-    daemon.stop()
-    raise NoRuntime("dockerd did not answer within 120 s")
+    # the daemon goes with the worker that started it, however the worker ends (tests/keeper.py): a run stopped by
+    # SIGTERM to its process group left every test dockerd running, and a teardown cut short by a second Ctrl-C or
+    # by xdist's kill left their shims, containers and mounts
+    keeper, first = keepers.start(root, log, tuple(argv))
+    if not first.isdigit():
+        daemon_failed = Daemon(root, socket, keeper, -1, before)
+        daemon_failed.stop()
+        raise NoRuntime(f"dockerd did not start: {first or 'the keeper said nothing'}")
+    daemon = Daemon(root, socket, keeper, int(first), before, env={**os.environ, "DOCKER_HOST": f"unix://{socket}"})
+    try:
+        deadline = time.monotonic() + 120  # a safety net: dockerd answers in seconds, more on a loaded machine
+        while time.monotonic() < deadline:
+            if not daemon.alive():
+                tail = log.read_text(errors="replace")[-500:] if log.exists() else ""
+                raise NoRuntime(f"dockerd exited at start: {tail.strip().splitlines()[-1] if tail.strip() else 'no log'}")
+            if socket.exists() and daemon.docker("version", timeout=10).ok:
+                return daemon
+            time.sleep(0.3)
+        raise NoRuntime("dockerd did not answer within 120 s")
+    except BaseException:  # NoRuntime, or Ctrl-C while it started: nobody else will stop it
+        daemon.stop()
+        raise

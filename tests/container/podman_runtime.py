@@ -13,10 +13,12 @@ from __future__ import annotations
 import os
 import resource
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from sparkdoctor import proc
+from tests import keeper as keepers
 from tests.container.docker_daemon import APT_TIMEOUT, NoRuntime, skeleton_tar
 
 
@@ -38,6 +40,7 @@ def _ensure_podman() -> str:
 class Podman:
     root: Path
     cli: Path  # the wrapper, named `podman` (sparkdoctor tells podman from docker by the name)
+    keeper: subprocess.Popen[bytes]  # tests/keeper.py: conmon, the containers and the mounts go however this process ends
 
     def __call__(self, *args: str, timeout: float = 120) -> proc.ProcResult:
         return proc.run([str(self.cli), *args], timeout=timeout)
@@ -49,12 +52,12 @@ class Podman:
         return res.stdout.strip()
 
     def stop(self) -> None:
-        self("rm", "-af", "-t", "0", timeout=120)
-        for line in reversed(Path("/proc/self/mounts").read_text().splitlines()):
-            where = line.split()[1]
-            if where.startswith(str(self.root)):
-                proc.run(["umount", "-l", where], timeout=20)
-        shutil.rmtree(self.root, ignore_errors=True)
+        """Remove every container, then let the keeper kill what is left of them, unmount and remove the root."""
+        try:
+            if self.keeper.poll() is None:
+                self("rm", "-af", "-t", "0", timeout=120)
+        finally:  # interrupted or not, the keeper goes on once its stdin is closed
+            keepers.finish(self.keeper, [str(self.root)])
 
 
 def start_podman(root: Path) -> Podman:
@@ -71,12 +74,15 @@ def start_podman(root: Path) -> Podman:
     cli.write_text(f'#!/bin/sh\nCONTAINERS_CONF="{conf}" exec "{binary}" --root "{root}/storage" --runroot "{root}/run" '
                    f'--storage-driver vfs --events-backend file --tmpdir "{root}/tmp" "$@"\n')
     cli.chmod(0o755)
-    podman = Podman(root, cli)
-    tar_path = skeleton_tar(root / "skeleton.tar", ("proc", "sys", "dev", "tmp", "etc", "usr", "run", "var", "root"))
-    res = podman("import", "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin", str(tar_path), "sparkdoctor-skeleton:1")
-    if res.ok:
-        res = podman("run", "--rm", "--init", "--network", "host", "-v", "/usr:/usr:ro", "sparkdoctor-skeleton:1", "true")
-    if not res.ok:
+    podman = Podman(root, cli, keepers.start(root)[0])
+    try:
+        tar_path = skeleton_tar(root / "skeleton.tar", ("proc", "sys", "dev", "tmp", "etc", "usr", "run", "var", "root"))
+        res = podman("import", "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin", str(tar_path), "sparkdoctor-skeleton:1")
+        if res.ok:
+            res = podman("run", "--rm", "--init", "--network", "host", "-v", "/usr:/usr:ro", "sparkdoctor-skeleton:1", "true")
+        if not res.ok:
+            raise NoRuntime(f"podman cannot run a container here: {res.describe_failure()}")
+    except BaseException:  # NoRuntime, or Ctrl-C while it started
         podman.stop()
-        raise NoRuntime(f"podman cannot run a container here: {res.describe_failure()}")
+        raise
     return podman

@@ -18,7 +18,7 @@ WORKER = """
 import os, signal
 from tests.container.docker_daemon import short_root, start_daemon
 daemon = start_daemon(short_root("sd-dockerd-"))
-print(daemon.popen_running.popen.pid, daemon.root, flush=True)
+print(daemon.pid, daemon.root, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)  # a worker killed before any teardown
 """
 

@@ -21,12 +21,14 @@ import contextlib
 import ipaddress
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from tests import keeper as keepers
 from tests.container.conftest import docker_daemon, skeleton  # noqa: F401 (the suite's one dockerd, shared)
 from tests.fleet.nodes import serving_venv
 
@@ -184,18 +186,9 @@ def _docker_hosts(request) -> list[dict[str, str]]:
 @pytest.fixture(scope="session")
 def second_docker_daemon():
     """Another dockerd of the suite's kind (its own socket and roots, stopped and cleaned up at the end)."""
-    from tests.container.docker_daemon import NoRuntime, short_root, start_daemon
+    from tests.container.docker_daemon import session_runtime, start_daemon
 
-    root = short_root("sd-dockerd2-")
-    try:
-        daemon = start_daemon(root)
-    except NoRuntime as exc:
-        shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"a second dockerd cannot run here: {exc}")
-    try:
-        yield daemon
-    finally:
-        daemon.stop()
+    yield from session_runtime("sd-dockerd2-", start_daemon, "a second dockerd cannot run here")
 
 
 @pytest.fixture(scope="session")
@@ -207,14 +200,18 @@ def ray_cluster(tmp_path_factory, request):
     docker = _docker_hosts(request)
     envs = [{"VIRTUAL_ENV": str(p.parent.parent), **host, **d["env"]} for p, d, host in zip(venvs, NODE_DRIFT, docker, strict=False)]
     folder = Path(tempfile.mkdtemp(prefix="sdrayenv", dir="/tmp"))
+    # the keeper (tests/keeper.py) kills every process of the cluster (each names a temp folder of the cluster in its
+    # command line or holds its log files open there) and removes its folders once this process ends, however it ends: a teardown cut short by a second Ctrl-C or by
+    # xdist's kill left the folders, and each node's dashboard and runtime-env processes outlived their raylet
+    keeper, _ = keepers.start(folder)
     try:
         with _loopback_ray(folder):
-            yield from _started_cluster(envs, venvs)
+            yield from _started_cluster(envs, venvs, keeper)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        keepers.finish(keeper, [str(folder)])
 
 
-def _started_cluster(envs: list[dict[str, str]], venvs: list[Path]):
+def _started_cluster(envs: list[dict[str, str]], venvs: list[Path], keeper: subprocess.Popen[bytes]):
     from ray.cluster_utils import Cluster
 
     cluster, marker, markers = None, "", []
@@ -222,14 +219,15 @@ def _started_cluster(envs: list[dict[str, str]], venvs: list[Path]):
         # the cluster's own temp folder, in every one of its command lines; short: Ray's sockets live under it
         marker = tempfile.mkdtemp(prefix="sdray", dir="/tmp")
         markers.append(marker)
+        keepers.keep(keeper, marker)
         try:
             cluster = Cluster(initialize_head=True, connect=False, head_node_args={
                 "num_cpus": 1, "include_dashboard": False, "env_vars": envs[0], "temp_dir": marker,
                 "node_ip_address": "127.0.0.1"})
             break
-        except Exception as exc:
+        except BaseException as exc:  # Ctrl-C while the head starts too: what it started must not outlive the fixture
             _stop_all(marker)
-            if "timed out during startup" not in str(exc) or attempt == 2:
+            if "timed out during startup" not in str(exc) or attempt == 2 or not isinstance(exc, Exception):
                 raise
     assert cluster is not None
     try:

@@ -3,21 +3,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from types import ModuleType
 
 from sparkdoctor.locations import data_dir
+from tests.probe_modules import probe_module
 
 PROBE = data_dir("probes") / "fleet_node" / "fleetnode_hostmem.py"
 SHARED = data_dir("probes") / "shared"
 
 
 def load_hostmem(name: str = "fleetnode_hostmem") -> ModuleType:
-    if str(SHARED) not in sys.path:
-        sys.path.insert(0, str(SHARED))
-    spec = importlib.util.spec_from_file_location(name, PROBE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return probe_module("fleet_node", "fleetnode_hostmem", own_name=name)

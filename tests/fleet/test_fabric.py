@@ -23,18 +23,9 @@ from sparkdoctor.fleet.transport import Node
 from sparkdoctor.locations import data_dir
 from tests.fleet.fabric_trees import Spark, pair, ring, write
 from tests.fleet.test_fleet_compare import fleet_facts
+from tests.probe_modules import probe_module
 
-
-def _probe_module():
-    sys.path[:0] = [str(data_dir("probes") / "fleet_node"), str(data_dir("probes") / "shared")]
-    try:
-        import fleetnode_fabric
-    finally:
-        del sys.path[:2]
-    return fleetnode_fabric
-
-
-probe = _probe_module()
+probe = probe_module("fleet_node", "fleetnode_fabric")
 
 
 def read(tmp_path: Path, sparks: list[Spark]) -> dict[str, dict]:
@@ -269,11 +260,7 @@ def test_the_fabric_rules_never_raise_on_any_node_answer(answers):
 def test_proc_net_addresses_agree_with_the_kernel_on_this_machine():
     """/proc/net/route + fib_trie read here give each interface the address and prefix the kernel reports for it
     (SIOCGIFADDR / SIOCGIFNETMASK, the node probe's other reading)."""
-    sys.path[:0] = [str(data_dir("probes") / "fleet_node"), str(data_dir("probes") / "shared")]
-    try:
-        import fleetnode_links
-    finally:
-        del sys.path[:2]
+    fleetnode_links = probe_module("fleet_node", "fleetnode_links")
     found = probe.proc_addresses("/")
     for name, addrs in found.items():
         addr, prefix = fleetnode_links._ipv4(name)

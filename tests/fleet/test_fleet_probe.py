@@ -20,6 +20,7 @@ from sparkdoctor.fleet.on_node import NODE_FLAGS
 from sparkdoctor.fleet.transport import Node, SshTransport
 from sparkdoctor.locations import data_dir
 from tests.fleet.nodes import ELF_SOURCES, NCCL_VERSION, nccl_library, serving_venv
+from tests.probe_modules import probe_module
 from tests.test_targetenv import site_of
 
 
@@ -76,11 +77,7 @@ def test_target_probe_runs_bundled_like_from_its_folder(node_venv):
 
 
 def test_pip_and_system_nccl_of_one_version_and_two_builds_are_named(tmp_path, monkeypatch):
-    sys.path[:0] = [str(data_dir("probes") / "fleet_node"), str(data_dir("probes") / "shared")]
-    try:
-        import fleetnode_nccl
-    finally:
-        del sys.path[:2]
+    fleetnode_nccl = probe_module("fleet_node", "fleetnode_nccl")
     pip = nccl_library(tmp_path / "site" / "nvidia" / "nccl" / "lib" / "libnccl.so.2", "a")
     system = nccl_library(tmp_path / "usr" / "lib" / "libnccl.so.2", "b")
     monkeypatch.setattr(fleetnode_nccl, "pip_candidates", lambda: [str(pip)])
@@ -104,11 +101,7 @@ def test_a_library_with_a_build_id_is_read_only_to_its_banner_and_one_without_is
     the whole file is hashed; one file reached by two names is read once."""
     import hashlib
 
-    sys.path[:0] = [str(data_dir("probes") / "fleet_node"), str(data_dir("probes") / "shared")]
-    try:
-        import fleetnode_nccl
-    finally:
-        del sys.path[:2]
+    fleetnode_nccl = probe_module("fleet_node", "fleetnode_nccl")
     lib = nccl_library(tmp_path / "elf" / "libnccl.so.2", "a")
     lib.write_bytes(lib.read_bytes() + os.urandom(1 << 20))  # the rest of a library after its banner
     plain = tmp_path / "plain" / "libnccl.so.2"

@@ -3,12 +3,9 @@ code (probes/shared/probe_memlimit.py), and a hybrid cgroup v1/v2 host's v2 hier
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 from sparkdoctor.collect.host_health import observe
-from sparkdoctor.locations import data_dir
 from sparkdoctor.memory.have import cgroup_room, read_have
+from tests.probe_modules import probe_module
 
 GIB = 2**30
 MEMINFO = ("MemTotal: 131072000 kB\nMemFree: 90000000 kB\nMemAvailable: 100000000 kB\nHugePages_Total:    8192\n"
@@ -32,15 +29,7 @@ def _tree(root, base="sys/fs/cgroup"):
 
 def _node_limit():
     """The fleet node probe's reader, loaded as the node runs it (probes/shared on its path)."""
-    sys.path.insert(0, str(data_dir("probes") / "shared"))
-    try:
-        spec = importlib.util.spec_from_file_location("probe_memlimit_under_test", data_dir("probes") / "shared" / "probe_memlimit.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(data_dir("probes") / "shared"))
-    return module.limit
+    return probe_module("shared", "probe_memlimit", own_name="probe_memlimit_under_test").limit
 
 
 def test_checks_host_health_reports_the_huge_pages_and_the_memory_limit_a_fleet_node_reports(tmp_path):
