@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from typer.core import (
@@ -22,6 +22,11 @@ from typer.core import (
 )
 
 from sparkdoctor.errors import UsageError
+
+if TYPE_CHECKING:
+    from typer._click.core import (
+        Context,  # the type typer's own classes take (its vendored click)
+    )
 
 # Module names under sparkdoctor.commands, in the order their commands appear in --help.
 VERBS: list[str] = [
@@ -57,6 +62,12 @@ class LazyVerbs(TyperGroup):
         defined = super().list_commands(ctx)
         return defined + [name for name in VERBS if name not in defined]
 
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        from sparkdoctor.emit import written_once
+
+        with written_once():  # --help, --version, and the help of a bare `sparkdoctor`
+            return super().parse_args(ctx, args)
+
     def get_command(self, ctx: Any, name: str) -> Any:
         command = super().get_command(ctx, name)
         if command is None and name in VERBS:
@@ -88,7 +99,10 @@ def options_take_no_options(command: Any) -> Any:
                 spelled = f"{word}=VALUE" if word.startswith("--") else f"{word}VALUE"
                 raise UsageError(f"{word} needs a value, not the option {following} (a value that starts with '-': "
                                  f"{spelled})")
-        return parse(ctx, args)
+        from sparkdoctor.emit import written_once
+
+        with written_once():  # --help (and a bare group's help): one write, a reader that leaves early is no error
+            return parse(ctx, args)
 
     command.parse_args = parse_args
     command._sparkdoctor_checked = True
