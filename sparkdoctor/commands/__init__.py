@@ -24,8 +24,9 @@ from typer.core import (
 from sparkdoctor.errors import UsageError
 
 if TYPE_CHECKING:
-    from typer._click.core import (
-        Context,  # the type typer's own classes take (its vendored click)
+    from typer._click.core import (  # the types typer's own classes take (its vendored click)
+        Context,
+        Parameter,
     )
 
 # Module names under sparkdoctor.commands, in the order their commands appear in --help.
@@ -106,6 +107,25 @@ def options_take_no_options(command: Any) -> Any:
 
     command.parse_args = parse_args
     command._sparkdoctor_checked = True
+    for param in command.params:
+        if getattr(param.type, "name", None) == "path":  # the click type typer gives a Path field (TyperPath)
+            refuse_an_empty_path(param)
     for sub in (getattr(command, "commands", None) or {}).values():
         options_take_no_options(sub)
     return command
+
+
+def refuse_an_empty_path(param: Parameter) -> None:
+    """'' given to a Path option or argument is one line naming it (exit 2): the type made it Path('.'), and the
+    command read the working folder as the snapshot, mod, ledger or recipe it was given."""
+    process = param.process_value
+
+    def process_value(ctx: Context, value: object) -> object:
+        if value == "" or (isinstance(value, tuple | list) and "" in value):
+            from sparkdoctor.commands.options import empty_path
+
+            flag = next((o for o in param.opts if o.startswith("--")), None)  # an argument: its metavar, as --help shows it
+            raise empty_path(flag or param.metavar or str(param.name).upper())
+        return process(ctx, value)
+
+    param.process_value = process_value  # type: ignore[method-assign]  # this parameter's, as parse_args above

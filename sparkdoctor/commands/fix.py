@@ -43,7 +43,7 @@ AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 @dataclass
 class FixCommand:
-    journal: Annotated[str | None, typer.Argument(help="With --rollback: the journal id (default: the newest).")] = None
+    journal: Annotated[str | None, typer.Argument(help="With --rollback: the journal id (default: the newest)."), NAMES_A_FILE] = None
     python: Annotated[str | None, typer.Option("--python", help="The target interpreter or venv (default: $VIRTUAL_ENV, else this Python)."), NAMES_A_FILE] = None
     container: Annotated[str | None, typer.Option("--container", metavar="NAME", help="Fix inside this running container (docker/podman), through the container CLI.")] = None
     container_python: ContainerPython = None
