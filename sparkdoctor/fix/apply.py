@@ -279,7 +279,7 @@ def rollback(target: Target, journal: jr.Journal, installer_for: Callable[[Inven
 def would_reverse(executed: list[Step], restorer: Restorer) -> dict[str, object]:
     """What a rollback would do, as `fix --rollback --dry-run` says it: the steps it would reverse (last first), where
     the packages would come from (the journal's saved wheels, else its byte copies) and the notes of that choice."""
-    return {"restore_from": restorer.mode, "notes": list(restorer.notes),
+    return {"restore_from": restorer.mode if restorer.data["touched_before"] else None, "notes": list(restorer.notes),
             "reverse": [{"op": st.op.value, "fix": st.fix, "path": st.path, "names": st.names or None,
                          "requirements": st.requirements or None} for st in reversed(executed)]}
 

@@ -23,6 +23,7 @@ def test_a_rollback_dry_run_says_what_it_would_restore_and_changes_nothing(tmp_p
     result = json.loads(p.stdout)["result"]
     assert result["status"] == "would roll back" and result["dry_run"] is True and result["journal"] == ident
     assert result["restored_files"] == [str(env_file)] and result["restored_packages"] == {}
+    assert result["restore_from"] is None  # no dist to reinstall: neither wheels nor copies
     assert [(r["op"], r["path"]) for r in result["reverse"]] == [("edit", str(env_file))]
     assert "nothing was changed" in result["message"]
     assert p.stderr == (f"sparkdoctor fix: checking that journal {ident} of {python} can restore it (a dry run: nothing "
