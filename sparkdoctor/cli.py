@@ -19,7 +19,6 @@ from sparkdoctor.cli_support import err
 from sparkdoctor.commands import LazyVerbs
 from sparkdoctor.errors import SparkdoctorError, UsageError
 from sparkdoctor.exitcodes import EXIT_USAGE
-from sparkdoctor.text import one_line
 
 app = typer.Typer(
     cls=LazyVerbs,  # every verb loads on first use: sparkdoctor/commands/__init__.py
@@ -87,9 +86,9 @@ def main() -> None:
         interrupted(exc)
     except Exception as exc:  # click usage errors and real bugs alike get one line
         if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:  # Path.exists() raises it (Python 3.11)
-            name = str(exc.filename or "")  # wherever a path from the command line is looked at: bad input
-            shown = name if len(name) <= 100 else f"{name[:100]}… ({len(name):,} characters)"
-            _fail(UsageError(shown), f"{one_line(shown)}: {exc.strerror or 'file name too long'}", EXIT_USAGE)
+            # wherever a path from the command line is looked at: bad input (the line quotes its start: text.error_line)
+            message = f"{exc.filename or ''}: {exc.strerror or 'file name too long'}"
+            _fail(UsageError(message), message, EXIT_USAGE)
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
             # a write nothing else caught (click's --help to `> /dev/full`, a file on a full disk): no bug of ours
             _fail(exc, f"cannot write: {exc.strerror}{f' ({exc.filename})' if exc.filename else ''}", EXIT_USAGE)

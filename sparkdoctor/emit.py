@@ -14,8 +14,11 @@ is emitted.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -118,6 +121,48 @@ def _write_whole(stream: TextIO, text: str) -> None:
     left = memoryview(text.encode(stream.encoding or "utf-8", "replace"))
     while left:
         left = left[os.write(fd, left):]
+
+
+class _Held(io.StringIO):
+    """stdout as what the command line's parser prints sees it (a terminal or not, its encoding), kept in memory."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self._stream = stream
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]  # StringIO's is None; rich picks its box characters by it
+        return getattr(self._stream, "encoding", None) or "utf-8"
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+
+@contextlib.contextmanager
+def written_once() -> Iterator[None]:
+    """What is printed inside (the parser's own output: typer's --help, drawn by rich, `--version`) goes to stdout in
+    one write as it ends, as a document does: a reader that leaves early (`--help | head -1`) is not an error, and
+    the exit code stays the command's (rich's console and click answered a broken pipe with exit 1). Any other write
+    error passes on (cli.main: one line, exit 2)."""
+    stream = sys.stdout
+    if stream is None:  # a closed stdout: as before, nothing to hold
+        yield
+        return
+    held = _Held(stream)
+    sys.stdout = held
+    try:
+        yield
+    finally:
+        sys.stdout = stream
+        text = held.getvalue()
+        if text:
+            try:
+                _write_whole(stream, text)
+            except BrokenPipeError:
+                reader_left()
+            except OSError:
+                reader_left()  # the interpreter's final flush stays quiet too
+                raise
 
 
 def reader_left(fd: int | None = None) -> None:

@@ -28,7 +28,7 @@ from sparkdoctor.exitcodes import (
     EXIT_USAGE,
     EXIT_VERIFY_ERROR,
 )
-from sparkdoctor.text import one_line
+from sparkdoctor.text import error_line
 
 
 class SparkdoctorError(Exception):
@@ -41,7 +41,7 @@ class SparkdoctorError(Exception):
 
     def to_dict(self) -> dict[str, object]:
         """The error as it appears in a JSON document's `errors` list."""
-        return {"code": self.code, "type": type(self).__name__, "message": one_line(str(self)), "exit_code": self.exit_code}
+        return {"code": self.code, "type": type(self).__name__, "message": error_line(str(self)), "exit_code": self.exit_code}
 
 
 class UsageError(SparkdoctorError):
@@ -133,4 +133,4 @@ def describe(exc: BaseException) -> dict[str, object]:
         done = getattr(exc, "done", None)  # what a command had finished when the signal came (fix: an apply)
         return {"code": "interrupted", "type": type(exc).__name__,
                 "message": f"interrupted ({name})" + (f"; {done}" if done else ""), "exit_code": 128 + int(signum)}
-    return {"code": "internal", "type": type(exc).__name__, "message": one_line(str(exc)), "exit_code": EXIT_USAGE}
+    return {"code": "internal", "type": type(exc).__name__, "message": error_line(str(exc)), "exit_code": EXIT_USAGE}

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import sys
 
-from sparkdoctor.text import one_line
+from sparkdoctor.text import error_line
 
 
 def say(kind: str, message: str) -> None:
     if sys.stderr is not None:
         try:
-            sys.stderr.write(f"sparkdoctor: {kind}: {one_line(message)}\n")
+            sys.stderr.write(f"sparkdoctor: {kind}: {error_line(message)}\n")
             sys.stderr.flush()
         except (OSError, ValueError):
             pass  # a closed stderr: the exit code is all that is left

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import re
+import sys
+from collections.abc import Iterable
+
+QUOTED = 200
+"""The most characters of one value an error line quotes; a longer value is cut there and its length said."""
+_LONG_RUN = re.compile(rf"[^\s'\"…\0]{{{QUOTED + 1},}}")
+
 
 def shown(text: str) -> str:
     """`text` with every control character escaped as one_line() does, line breaks and tabs kept: what a
@@ -40,3 +48,36 @@ def with_remedy(title: str, remedy: str) -> str:
     parts = [p for p in remedy.split("; ") if p and not (p.startswith("launch with ") and
                                                           title.endswith(" " + p.removeprefix("launch with ")))]
     return "; ".join([title, *parts])
+
+
+def quoted(value: str) -> str:
+    """`value` as an error line quotes it: whole, or its first QUOTED characters and its length."""
+    return value if len(value) <= QUOTED else f"{value[:QUOTED]}… ({len(value):,} characters)"
+
+
+def error_line(message: str, given: Iterable[str] | None = None) -> str:
+    """`message` as one line (one_line) that quotes no value longer than QUOTED whole: each value of the command line
+    (`given`; default sys.argv) found in it is cut (quoted), then any other run of more than QUOTED characters without
+    a space or quote (a value changed on its way: a path resolved, a name read from a file), its closing punctuation
+    kept. Every error and warning line (stderr.say) and every JSON error message (errors.describe) passes here."""
+    line = one_line(message)
+    if len(line) <= QUOTED:
+        return line
+    values = set()
+    for arg in sys.argv[1:] if given is None else given:
+        values.add(arg)
+        if arg.startswith("-") and "=" in arg:  # --python=VALUE: the line quotes VALUE
+            values.add(arg.split("=", 1)[1])
+    cut_values = sorted({one_line(v) for v in values if len(v) > QUOTED}, key=len, reverse=True)
+    for i, value in enumerate(cut_values):  # a NUL cannot be in a line one_line made: it marks where each one goes
+        line = line.replace(value, f"\0{i}\0")
+
+    def cut(run: re.Match[str]) -> str:
+        text = run.group()
+        value = text.rstrip(":,;.)")
+        return quoted(value) + text[len(value):]
+
+    line = _LONG_RUN.sub(cut, line)
+    for i, value in enumerate(cut_values):
+        line = line.replace(f"\0{i}\0", quoted(value))
+    return line

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_cli import snap
+
 REPO = Path(__file__).resolve().parents[1]
 
 # The console entry point, with a signal sent to itself the moment typer (the CLI's framework) starts to load: the
@@ -94,3 +96,22 @@ def test_a_stdout_that_takes_part_of_the_document_is_one_line_not_a_pass(tmp_pat
     assert report.stat().st_size <= 4096  # the document is longer (~16 kB): it was cut
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert p.stderr == "sparkdoctor: error: cannot write the report to stdout: File too large (use -o FILE)\n", p.stderr
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    (["--help"], 0), (["check", "--help"], 0), (["matrix", "--help"], 0), (["matrix", "list", "--help"], 0),
+    (["fix", "--help"], 0), (["--version"], 0), ([], 2), (["matrix"], 2), (["matrix", "list"], 0),
+    (["check", "--facts", str(snap("gb10-broken")), "-f", "json"], 1),
+])
+def test_output_into_a_closed_pipe_ends_quietly_with_the_commands_exit_code(tmp_path, args, code):
+    """`sparkdoctor --help | head -1` exited 1: typer draws help with rich, whose console answers a broken pipe with
+    SystemExit(1), and click's echo (`--version`) the same. A reader that leaves early is not an error: no line on
+    stderr, the exit code the command would have had (0 for help, 2 for a bare group, a report's verdict)."""
+    read, write = os.pipe()
+    os.close(read)  # the reader has left before the first byte: every write is EPIPE
+    try:
+        p = subprocess.run([sys.executable, "-m", "sparkdoctor", *args], env=_env(tmp_path), stdout=write,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert (p.returncode, p.stderr) == (code, ""), (args, p.returncode, p.stderr)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from typer.core import (
@@ -22,6 +22,12 @@ from typer.core import (
 )
 
 from sparkdoctor.errors import UsageError
+
+if TYPE_CHECKING:
+    from typer._click.core import (  # the types typer's own classes take (its vendored click)
+        Context,
+        Parameter,
+    )
 
 # Module names under sparkdoctor.commands, in the order their commands appear in --help.
 VERBS: list[str] = [
@@ -57,6 +63,12 @@ class LazyVerbs(TyperGroup):
         defined = super().list_commands(ctx)
         return defined + [name for name in VERBS if name not in defined]
 
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        from sparkdoctor.emit import written_once
+
+        with written_once():  # --help, --version, and the help of a bare `sparkdoctor`
+            return super().parse_args(ctx, args)
+
     def get_command(self, ctx: Any, name: str) -> Any:
         command = super().get_command(ctx, name)
         if command is None and name in VERBS:
@@ -88,10 +100,32 @@ def options_take_no_options(command: Any) -> Any:
                 spelled = f"{word}=VALUE" if word.startswith("--") else f"{word}VALUE"
                 raise UsageError(f"{word} needs a value, not the option {following} (a value that starts with '-': "
                                  f"{spelled})")
-        return parse(ctx, args)
+        from sparkdoctor.emit import written_once
+
+        with written_once():  # --help (and a bare group's help): one write, a reader that leaves early is no error
+            return parse(ctx, args)
 
     command.parse_args = parse_args
     command._sparkdoctor_checked = True
+    for param in command.params:
+        if getattr(param.type, "name", None) == "path":  # the click type typer gives a Path field (TyperPath)
+            refuse_an_empty_path(param)
     for sub in (getattr(command, "commands", None) or {}).values():
         options_take_no_options(sub)
     return command
+
+
+def refuse_an_empty_path(param: Parameter) -> None:
+    """'' given to a Path option or argument is one line naming it (exit 2): the type made it Path('.'), and the
+    command read the working folder as the snapshot, mod, ledger or recipe it was given."""
+    process = param.process_value
+
+    def process_value(ctx: Context, value: object) -> object:
+        if value == "" or (isinstance(value, tuple | list) and "" in value):
+            from sparkdoctor.commands.options import empty_path
+
+            flag = next((o for o in param.opts if o.startswith("--")), None)  # an argument: its metavar, as --help shows it
+            raise empty_path(flag or param.metavar or str(param.name).upper())
+        return process(ctx, value)
+
+    param.process_value = process_value  # type: ignore[method-assign]  # this parameter's, as parse_args above

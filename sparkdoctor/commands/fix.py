@@ -43,13 +43,14 @@ AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 @dataclass
 class FixCommand:
-    journal: Annotated[str | None, typer.Argument(help="With --rollback: the journal id (default: the newest).")] = None
+    journal: Annotated[str | None, typer.Argument(help="With --rollback: the journal id (default: the newest)."), NAMES_A_FILE] = None
     python: Annotated[str | None, typer.Option("--python", help="The target interpreter or venv (default: $VIRTUAL_ENV, else this Python)."), NAMES_A_FILE] = None
     container: Annotated[str | None, typer.Option("--container", metavar="NAME", help="Fix inside this running container (docker/podman), through the container CLI.")] = None
     container_python: ContainerPython = None
     runtime: Runtime = None
     yes: Annotated[bool, typer.Option("--yes", help="Apply the plan (journal first), then check again.")] = False
     rollback: Annotated[bool, typer.Option("--rollback", help="Restore what a journal recorded, byte for byte, offline.")] = False
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="With --rollback: check that the journal can restore, say what it would restore, change nothing.")] = False
     history: Annotated[bool, typer.Option("--history", help="List fix journals, newest first, with their size.")] = False
     prune: Annotated[bool, typer.Option("--prune", help="Remove old journals (with --keep N and/or --older-than AGE); never one whose apply or rollback did not finish.")] = False
     keep: Annotated[int | None, typer.Option("--keep", help="With --prune: keep the newest N journals.")] = None
@@ -77,6 +78,8 @@ class FixCommand:
             raise UsageError("--yes, --rollback, --history and --prune do not go together")
         if (self.keep is not None or self.older_than is not None) and not self.prune:
             raise UsageError("--keep and --older-than go with --prune")
+        if self.dry_run and not self.rollback:
+            raise UsageError("--dry-run goes with --rollback (a plan, without --yes, is already a dry run)")
         if self.journal and not self.rollback:
             raise UsageError(f"unexpected argument {self.journal!r} (a journal id goes with --rollback)")
         if self.prune:
@@ -161,7 +164,8 @@ def run(options: FixCommand) -> Result[FixDocument]:
         from sparkdoctor.fix.documents import RollbackDocument
         from sparkdoctor.fix.pipeline import rollback
 
-        rolled = rollback(lambda record: _journal_target(record, options.chosen), options.journal, _progress, options.timeout)
+        rolled = rollback(lambda record: _journal_target(record, options.chosen), options.journal, _progress, options.timeout,
+                          options.dry_run)
         return Result("fix", "fix", RollbackDocument(rolled), exit_code=rolled.exit_code)
     return _plan_or_apply(options)
 

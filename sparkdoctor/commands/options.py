@@ -111,6 +111,13 @@ def output_path(option: str, name: str | None, dash_is_stdout: bool = False) -> 
     return Path(name)
 
 
+def empty_path(option: str) -> Exception:
+    """The one line (exit 2) for '' where a path is taken: typer reads it as Path('.'), the working folder."""
+    from sparkdoctor.errors import UsageError
+
+    return UsageError(f"{option} '': an empty path (it would name the working folder); give a file or folder")
+
+
 EMPTY = Parsed(make=_listed, default=None)  # a repeatable option given no value: None on the command line, [] here
 Fmt = Annotated[Format, Parsed(str)]  # the callback of format_option makes the Format: its error names the choices
 Python = Annotated[str | None, typer.Option("--python", help=PYTHON_HELP), NAMES_A_FILE]
@@ -137,7 +144,7 @@ def command(options: type[T], body: Callable[[T], None]) -> Callable[..., None]:
     """The typer command of `options`' fields (those carrying a typer Option or Argument, in field order) whose help
     is `body`'s docstring and which calls `body(options(**parsed))`."""
     hints = typing.get_type_hints(options, include_extras=True)
-    parameters, makers, names = [], {}, {}
+    parameters, makers, names, files = [], {}, {}, []
     for f in dataclasses.fields(options):  # type: ignore[arg-type]  # a dataclass, as every caller's is
         meta = getattr(hints[f.name], "__metadata__", ())
         infos = [m for m in meta if isinstance(m, ParameterInfo)]
@@ -153,11 +160,17 @@ def command(options: type[T], body: Callable[[T], None]) -> Callable[..., None]:
         elif default is inspect.Parameter.empty and f.default_factory is not dataclasses.MISSING:
             default = f.default_factory()
         names[parsed.name or f.name] = f.name
+        if NAMES_A_FILE in meta:
+            files.append(f.name)
         parameters.append(inspect.Parameter(parsed.name or f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                             annotation=Annotated[cli_type, infos[-1]]))
 
     def call(**given: object) -> None:
         fields = {names[name]: value for name, value in given.items()}
+        for name in files:  # a Path field's '' is refused by the parser (commands.options_take_no_options)
+            value = fields[name]
+            if value == "" or (isinstance(value, list) and "" in value):
+                raise empty_path(_label(name, hints[name]))
         body(options(**{name: makers[name](value) if name in makers else value for name, value in fields.items()}))
 
     call.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # typer reads it

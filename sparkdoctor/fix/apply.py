@@ -17,6 +17,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ from sparkdoctor.fix.inventory import (
     target_record,
 )
 from sparkdoctor.fix.journal_trust import refuse_stray_paths
-from sparkdoctor.fix.model import Plan
+from sparkdoctor.fix.model import Plan, Step
 from sparkdoctor.fix.pdeath import children_die_with_parent
 from sparkdoctor.fix.restore import Restorer, verify_rolled_back
 from sparkdoctor.names import canonicalize_name
@@ -247,14 +248,16 @@ def _verify_applied(target: Target, plan: Plan, journal: jr.Journal, outcome: Ou
             raise FixError(f"the apply changed {len(lost)} file(s) of dists the plan does not name, e.g. {lost[0]}")
 
 
-def rollback(target: Target, journal: jr.Journal, installer_for: Callable[[Inventory], Installer]) -> dict[str, object]:
+def rollback(target: Target, journal: jr.Journal, installer_for: Callable[[Inventory], Installer],
+             dry_run: bool = False) -> dict[str, object]:
     """Undo a journal's apply: verify that the journal can restore the target (refuse, changing nothing,
     if it cannot), then reverse the actions that ran, last first. The target is read once, under its lock (what
-    it has, and with it its installer: `installer_for(inventory)`); nothing is changed before that."""
+    it has, and with it its installer: `installer_for(inventory)`); nothing is changed before that. `dry_run`: the
+    same checks, no lock (as a plan takes none), then what it would do (`would_reverse`) instead of doing it."""
     record = journal.data["target"]
     key, label = target_key(record), target_label(record)
     sides = sides_of(target)
-    with jr.target_lock(*lock_of(target, record)), children_die_with_parent():
+    with nullcontext() if dry_run else jr.target_lock(*lock_of(target, record)), children_die_with_parent():
         inventory = inv_mod.read(target, before_changes=True)
         refuse_stray_paths(journal, inventory, label)
         installer = installer_for(inventory)
@@ -263,12 +266,22 @@ def rollback(target: Target, journal: jr.Journal, installer_for: Callable[[Inven
         if problems:
             raise JournalError(f"journal {journal.id} cannot restore this target: {problems[0]}; nothing was changed")
         plan = Plan.from_dict(journal.data["plan"])
+        if dry_run:
+            return would_reverse(plan.steps[:_executed_count(journal, len(plan.steps))], restorer)
         actions = actions_of(plan, Context(journal, installer, inventory, sides, restorer))
         _marks(lambda: unsettled.mark(key, label, journal.id, "rollback"))
         verified = _reverse(target, journal, actions[:_executed_count(journal, len(actions))], restorer, sides)
         if verified.get("ok") and journal.has(jr.ROLLED_BACK):
             unsettled.clear(key, journal.id)
         return verified
+
+
+def would_reverse(executed: list[Step], restorer: Restorer) -> dict[str, object]:
+    """What a rollback would do, as `fix --rollback --dry-run` says it: the steps it would reverse (last first), where
+    the packages would come from (the journal's saved wheels, else its byte copies) and the notes of that choice."""
+    return {"restore_from": restorer.mode if restorer.data["touched_before"] else None, "notes": list(restorer.notes),
+            "reverse": [{"op": st.op.value, "fix": st.fix, "path": st.path, "names": st.names or None,
+                         "requirements": st.requirements or None} for st in reversed(executed)]}
 
 
 def _executed_count(journal: jr.Journal, total: int) -> int:

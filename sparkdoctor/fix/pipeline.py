@@ -166,6 +166,7 @@ class RolledBack:
     restored_packages: dict[str, Any] | None = None
     restored_files: list[str] | None = None
     target: str | None = None  # the journal's target (inventory.target_label), once a rollback ran
+    would: dict[str, object] | None = None  # a dry run's steps to reverse and where it restores from (apply.would_reverse)
 
     @property
     def exit_code(self) -> int:
@@ -177,6 +178,9 @@ class RolledBack:
         if self.status == "rolled back":
             out.update(target=self.target, verified=self.verified, restored_packages=self.restored_packages,
                        restored_files=self.restored_files)
+        if self.status == "would roll back":  # a dry run: what a rollback would restore, nothing changed
+            out.update(target=self.target, dry_run=True, restored_packages=self.restored_packages,
+                       restored_files=self.restored_files, **(self.would or {}))
         out["message"] = self.message
         if self.status == "already rolled back":
             out["verified"] = self.verified
@@ -184,9 +188,10 @@ class RolledBack:
 
 
 def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None,
-             progress: Callable[[str], None] | None = None, timeout: float | None = None) -> RolledBack:
+             progress: Callable[[str], None] | None = None, timeout: float | None = None, dry_run: bool = False) -> RolledBack:
     """`target_for(journal's target record)` finds that target again (or refuses, in one line); timeout: seconds one pip
-    call may run (`fix --timeout`)."""
+    call may run (`fix --timeout`); dry_run: every check a rollback makes before it changes anything (the same
+    refusals), then what it would restore, and nothing changed (`fix --rollback --dry-run`)."""
     journal = jr.load(ident)
     status = journal.status()
     if status == "half-written":
@@ -203,16 +208,23 @@ def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None,
                           verified=journal.marker(jr.ROLLED_BACK))
     refuse_foreign(journal)  # before the journal's interpreter is started: which one is the journal's word
     target = target_for(journal.data["target"])
+    label = inv_mod.target_label(journal.data["target"])
+    if dry_run:
+        if progress:
+            progress(f"checking that journal {journal.id} of {label} can restore it (a dry run: nothing is changed)")
+        would = apply_mod.rollback(target, journal, lambda inventory: for_target(target, inventory, timeout), dry_run=True)
+        return RolledBack(journal.id, "would roll back", f"journal {journal.id} of {label} can be rolled back; nothing was "
+                          f"changed (run `sparkdoctor fix --rollback {journal.id}` to do it)", would=would,
+                          restored_packages=journal.data["touched_before"],
+                          restored_files=[r["path"] for r in journal.data["files"]], target=label)
     if progress:  # the saved wheels are checked, reinstalled offline and every file verified: tens of seconds
-        progress(f"rolling back journal {journal.id} of {inv_mod.target_label(journal.data['target'])} (checking it can "
-                 "restore, restoring, verifying)")
+        progress(f"rolling back journal {journal.id} of {label} (checking it can restore, restoring, verifying)")
     try:
         verified = apply_mod.rollback(target, journal, lambda inventory: for_target(target, inventory, timeout))
     except (KeyboardInterrupt, Interrupted) as exc:  # the CLI's one line says what is left to do
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         raise Interrupted(signum, done=f"the rollback of journal {journal.id} may have stopped part way: run `sparkdoctor "
                                        f"fix --rollback {journal.id}` again, which puts back what is left and verifies it") from None
-    label = inv_mod.target_label(journal.data["target"])
     return RolledBack(journal.id, "rolled back", f"journal {journal.id} of {label} rolled back", verified=verified,
                       restored_packages=journal.data["touched_before"],
                       restored_files=[r["path"] for r in journal.data["files"]], target=label)

@@ -94,6 +94,13 @@ def rollback_lines(result: RolledBack) -> list[str]:
     if result.status == "rolled back":
         out += [f"  restored {name} {version}" for name, version in sorted((result.restored_packages or {}).items())]
         out += [f"  restored {path}" for path in result.restored_files or []]
+    if result.status == "would roll back":
+        would = result.would or {}
+        out += [f"  would reinstall {name} {version} (from the journal's {would.get('restore_from')})"
+                for name, version in sorted((result.restored_packages or {}).items())]
+        out += [f"  would restore {path}" for path in result.restored_files or []]
+        notes = would.get("notes")
+        out += [f"Note: {note}" for note in notes] if isinstance(notes, list) else []
     out += [f"Note: {note}" for note in v.get("notes") or []]
     if v.get("outside_restored"):
         out.append(f"  compiled again (changed outside the plan): {', '.join(v['outside_restored'])}")
