@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sparkdoctor.errors import UsageError, seconds_from_env
+from sparkdoctor.text import one_line
 
 
 class OutputError(UsageError, OSError):
@@ -96,7 +97,8 @@ def _held(path: Path, flags: int, what: str, writing: Path) -> Iterator[None]:
                     raise LockedError(f"{what}: {writing} is locked by {holder}, still running after {wait:g} s "
                                       "($SPARKDOCTOR_LOCK_WAIT); nothing was written") from None
                 if not said:
-                    print(f"sparkdoctor: {what}: waiting for {holder}, which is writing {writing}", file=sys.stderr, flush=True)
+                    print(one_line(f"sparkdoctor: {what}: waiting for {holder}, which is writing {writing}"), file=sys.stderr,
+                          flush=True)
                     said = True
                 time.sleep(0.2)
         yield

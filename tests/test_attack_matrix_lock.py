@@ -39,3 +39,25 @@ def test_an_update_behind_a_held_lock_is_one_line_not_a_wait_for_ever(tmp_path, 
     assert lines[-1].endswith("still running after 1 s ($SPARKDOCTOR_LOCK_WAIT); nothing was written"), lines
     assert json.loads(p.stdout)["exit_code"] == 2
     assert not (root / "current").exists()
+
+
+def test_the_waiting_line_escapes_the_holders_command_line(tmp_path):
+    """The holder's command line (from /proc) went to stderr raw in the `waiting for` line: its line breaks split it,
+    an ESC in it drove the terminal. The error line after it was escaped; now both are."""
+    root = tmp_path / "data" / "matrix"
+    root.mkdir(parents=True)
+    code = "import fcntl, sys, time\n# \x1b[2J\nf = open(sys.argv[1], 'a'); fcntl.flock(f, 2); print('held', flush=True); time.sleep(120)"
+    holder = subprocess.Popen([sys.executable, "-c", code, str(root / ".lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        env = {k: v for k, v in os.environ.items() if k != "SPARKDOCTOR_DEBUG"}
+        env.update(PYTHONPATH=str(REPO), SPARKDOCTOR_DATA_DIR=str(tmp_path / "data"), SPARKDOCTOR_LOCK_WAIT="1")
+        p = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "update", "--rollback"], env=env,
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        holder.kill()
+        holder.wait()
+    lines = p.stderr.splitlines()
+    assert p.returncode == 2 and len(lines) == 2, p.stderr
+    assert lines[0].startswith(f"sparkdoctor: matrix update: waiting for pid {holder.pid} "), lines
+    assert all(ln.isprintable() for ln in lines) and "\\x1b[2J" in lines[0], lines
