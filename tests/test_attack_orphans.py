@@ -14,10 +14,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# A wrapper that starts a daemon in a session of its own (double fork: the middle process exits at once), notes its
-# pid, then runs the real interpreter. The daemon holds no pipe of the probe's (stdio to /dev/null).
+# A wrapper that starts a daemon in a session of its own (double fork: the subshell, its parent, exits at once), notes
+# its pid before it goes on, then runs the real interpreter. The daemon holds no pipe of the probe's (stdio to
+# /dev/null). setsid, started by a process that leads no group, calls setsid() and execs sleep: $! is the sleep.
 WRAPPER = """#!/bin/sh
-( setsid sh -c 'echo $$ >> {pids}; exec sleep 600' </dev/null >/dev/null 2>&1 & )
+( setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! >> {pids} )
 exec {python} "$@"
 """
 
