@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sparkdoctor.errors import UsageError, seconds_from_env
+from sparkdoctor.text import one_line
 
 
 class OutputError(UsageError, OSError):
@@ -65,11 +66,25 @@ def folder_lock(folder: Path, what: str) -> Iterator[None]:
 
     Another sparkdoctor run holding it is waited for, up to $SPARKDOCTOR_LOCK_WAIT seconds (default 60; said once
     on stderr), then LockedError names the run that holds it."""
+    with _held(folder, os.O_RDONLY | os.O_DIRECTORY, what, folder):
+        yield
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, what: str, writing: Path) -> Iterator[None]:
+    """folder_lock's wait, on the lock file `path` (made when missing; a link there is never written through) that
+    guards `writing`: one `matrix update` at a time waited forever, with nothing said, behind one stopped (Ctrl-Z)."""
+    with _held(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, what, writing):
+        yield
+
+
+@contextlib.contextmanager
+def _held(path: Path, flags: int, what: str, writing: Path) -> Iterator[None]:
     wait = seconds_from_env("SPARKDOCTOR_LOCK_WAIT", 60, zero=True)
     try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        fd = os.open(path, flags, 0o644)
     except OSError as exc:
-        raise OutputError(f"{what}: {folder}: {exc.strerror or exc}") from None
+        raise OutputError(f"{what}: {path}: {exc.strerror or exc}") from None
     try:
         deadline, said = time.monotonic() + wait, False
         while True:
@@ -79,10 +94,11 @@ def folder_lock(folder: Path, what: str) -> Iterator[None]:
             except BlockingIOError:
                 holder = lock_holder(fd)
                 if time.monotonic() >= deadline:
-                    raise LockedError(f"{what}: {folder} is locked by {holder}, still running after {wait:g} s "
+                    raise LockedError(f"{what}: {writing} is locked by {holder}, still running after {wait:g} s "
                                       "($SPARKDOCTOR_LOCK_WAIT); nothing was written") from None
                 if not said:
-                    print(f"sparkdoctor: {what}: waiting for {holder}, which is writing {folder}", file=sys.stderr, flush=True)
+                    print(one_line(f"sparkdoctor: {what}: waiting for {holder}, which is writing {writing}"), file=sys.stderr,
+                          flush=True)
                     said = True
                 time.sleep(0.2)
         yield

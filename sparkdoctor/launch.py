@@ -63,13 +63,14 @@ def main() -> None:
         # passes over them are pure overhead there (~4% of its CPU). Reference counting still frees.
         gc.disable()
 
-    from sparkdoctor import proc
+    from sparkdoctor import orphans, proc
     from sparkdoctor.cli import interrupted
     from sparkdoctor.cli import main as cli_main
     from sparkdoctor.targets import early
 
     _hold_std_fds()
     proc.install_signal_handlers()
+    orphans.adopt()  # before the first probe starts: a daemon one starts is stopped at exit (orphans.py)
     try:
         if held:
             raise proc.Interrupted(held[0])

@@ -7,7 +7,8 @@ because every child sparkdoctor starts goes through this module:
 - the run's time budget: `set_deadline()` bounds every wait, whatever timeout its caller asked for;
 - bounded output: each stream keeps its head and tail and says how many bytes it dropped (pipes.py);
 - no orphans: every child gets its own process group and is registered until reaped, so
-  `kill_all()` (at exit, on SIGINT/SIGTERM) takes down every group still alive.
+  `kill_all()` (at exit, on SIGINT/SIGTERM) takes down every group still alive, and what left its group
+  (a daemon: setsid) is adopted and stopped there too (orphans.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from types import FrameType
 
-from sparkdoctor import pipes
+from sparkdoctor import orphans, pipes
 from sparkdoctor.pipes import HEAD_BYTES, TAIL_BYTES
 
 BUDGET_NOTE = "the run's time budget ran out"
@@ -133,7 +134,8 @@ def _unregister(popen: subprocess.Popen[bytes]) -> None:
 
 
 def kill_all() -> int:
-    """Kill the process group of every child still registered and refuse new ones; the count killed."""
+    """Kill the process group of every child still registered and refuse new ones, then what they started outside
+    their groups (orphans.py, where adopted); the count of groups killed."""
     global _closing
     with _live_lock:
         _closing = True
@@ -141,6 +143,7 @@ def kill_all() -> int:
         _live.clear()
     for popen in alive:
         _kill_group(popen)
+    orphans.stop()
     return len(alive)
 
 

@@ -184,9 +184,14 @@ def lock_of(target: Target, record: Mapping[str, object]) -> tuple[str, str]:
     on the container's PATH), the apply and a rollback from the interpreter the probe reported (/opt/venv/bin/python),
     and keyed by the interpreter these were two lock files, so a rollback running was not met until the plan was made.
     A local target's is its target_key (a venv's folder, however its interpreter is named)."""
+    info = getattr(target, "info", None) or {}
+    return recorded_lock(record, str(info.get("name") or "") if record.get("kind") == "container" else "")
+
+
+def recorded_lock(record: Mapping[str, object], name: str = "") -> tuple[str, str]:
+    """lock_of from a journal's record alone (`fix --prune`): a container by `name`, else the name it recorded."""
     if record.get("kind") == "container":
-        info = getattr(target, "info", None) or {}
-        name = str(info.get("name") or record.get("container"))
+        name = name or str(record.get("container"))
         return f"container:{name}", f"container {name}"
     return target_key(record), target_label(record)
 

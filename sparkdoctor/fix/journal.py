@@ -29,7 +29,7 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -336,10 +336,13 @@ def history() -> list[Journal]:
     return out
 
 
-def prune(keep: int | None, older_than_s: float | None, now: float | None = None) -> tuple[list[Journal], list[Journal]]:
+def prune(keep: int | None, older_than_s: float | None, now: float | None = None,
+          lock_for: Callable[[Mapping[str, object]], tuple[str, str]] | None = None) -> tuple[list[Journal], list[Journal]]:
     """Remove settled journals beyond the newest `keep` and/or older than `older_than_s` seconds;
     (removed, kept because unsettled). A journal of an apply or rollback that did not finish, or a
-    damaged one after its apply started, is never removed: it is what settles the target."""
+    damaged one after its apply started, is never removed: it is what settles the target. Nor is one whose target's
+    lock (`lock_for(its target record)`) another fix or rollback holds: a journal an apply has just written reads as
+    "planned" until the apply marks it, and an applied one as "applied" until a rollback running marks it."""
     now = time.time() if now is None else now
     removed, spared = [], []
     for i, j in enumerate(history()):
@@ -350,14 +353,27 @@ def prune(keep: int | None, older_than_s: float | None, now: float | None = None
         if j.damaged or not j.settled():
             spared.append(j)
             continue
-        j.pruned_status = j.status()
-        if j.path.is_symlink():  # a journal kept elsewhere: only its link goes, nothing is removed through it
-            j.path.unlink()
-        else:
-            j.freed = j.size()
-            shutil.rmtree(j.path)
+        target = j.data.get("target")
+        try:
+            with target_lock(*lock_for(target)) if lock_for and isinstance(target, dict) else nullcontext():
+                if not j.settled():  # marked while the lock was taken
+                    spared.append(j)
+                    continue
+                _remove(j)
+        except UnchangedError:  # a fix or rollback runs on its target now
+            spared.append(j)
+            continue
         removed.append(j)
     return removed, spared
+
+
+def _remove(j: Journal) -> None:
+    j.pruned_status = j.status()
+    if j.path.is_symlink():  # a journal kept elsewhere: only its link goes, nothing is removed through it
+        j.path.unlink()
+    else:
+        j.freed = j.size()
+        shutil.rmtree(j.path)
 
 
 def _created(j: Journal) -> float:

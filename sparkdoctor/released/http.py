@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import SplitResult, urljoin, urlsplit
 
 from sparkdoctor import (
     lookup,  # the name lookup inside the connect timeout: socket timeouts never bound it
@@ -82,6 +82,15 @@ class _Open:
 
     def __init__(self, resp: http.client.HTTPResponse, sock: socket.socket | None, url: str, until: float):
         self.resp, self.sock, self.url, self.until = resp, sock, url, until
+
+
+def _split(url: str) -> SplitResult:
+    """urlsplit, its ValueError (`http://[::1/x`: a URL the index, a redirect or $SPARKDOCTOR_INDEX_URL gave) one
+    RemoteError line."""
+    try:
+        return urlsplit(url)
+    except ValueError as exc:
+        raise RemoteError(f"{url[:200]}: not a URL that can be read ({exc})") from None
 
 
 class Client:
@@ -148,13 +157,16 @@ class Client:
 
     def _open(self, url: str, headers: dict[str, str], until: float) -> _Open:
         for _ in range(MAX_REDIRECTS + 1):
-            parts = urlsplit(url)
+            parts = _split(url)
             path = parts.path or "/"
             if parts.query:
                 path += "?" + parts.query
             sent = {"User-Agent": USER_AGENT, **headers}
             for attempt in (0, 1):  # a kept-alive connection the server closed is retried once on a new one
-                conn = self._conn(parts.scheme, parts.netloc)
+                try:
+                    conn = self._conn(parts.scheme, parts.netloc)
+                except http.client.InvalidURL as exc:  # a host with a space, a port that is no number
+                    raise RemoteError(f"{url}: not a URL that can be read ({exc})") from None
                 try:
                     conn.timeout = self._wait(until, url)
                     if conn.sock is None:
@@ -182,8 +194,11 @@ class Client:
                 self._discard(opened)  # a redirect's body is never read whole
                 if not location:
                     raise RemoteError(f"{url}: redirect without a Location")
-                target = urljoin(url, location)
-                if parts.scheme == "https" and urlsplit(target).scheme == "http":
+                try:
+                    target = urljoin(url, location)
+                except ValueError as exc:  # `http://[::1/x`
+                    raise RemoteError(f"{url}: redirected to {location[:200]!r}, not a URL that can be read ({exc})") from None
+                if parts.scheme == "https" and _split(target).scheme == "http":
                     raise RemoteError(f"{url}: redirected from https to plain http ({target}): refused, an answer "
                                       "over http could be changed on its way")
                 url = target

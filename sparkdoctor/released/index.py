@@ -98,7 +98,10 @@ class Index:
     def files(self, project: str) -> list[IndexFile]:
         name = canonicalize_name(project)
         if name not in self._projects:
-            page = urljoin(self.url, f"{name}/")
+            try:
+                page = urljoin(self.url, f"{name}/")
+            except ValueError as exc:  # $SPARKDOCTOR_INDEX_URL=http://[::1
+                raise RemoteError(f"{self.url[:200]}: not a URL that can be read ({exc})") from None
             resp = self.client.get(page, {"Accept": ACCEPT})
             if resp.status == 404:
                 raise RemoteError(f"{page}: no project {name!r} on the index")

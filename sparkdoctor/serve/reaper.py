@@ -22,7 +22,8 @@ reported in the teardown line (pid and command); one still alive after SIGKILL i
 pids cannot be recycled under the signals: they are this process's children, unreaped.
 
 The flag is process-wide: set while at least one local launch runs, cleared after the last one's teardown
-(what was re-parented meanwhile stays a child). Where prctl is not there (not Linux) nothing is set, and the
+(what was re-parented meanwhile stays a child), unless the command line's entry point holds it for its whole run
+(orphans.py: it stops what is left at exit). Where prctl is not there (not Linux) nothing is set, and the
 teardown line says such processes were not looked for. A container's processes are its runtime's (the shim,
 podman's conmon) and go with `stop`/`rm`: the flag is never set for a container launch.
 """
@@ -30,20 +31,17 @@ podman's conmon) and go with `stop`/`rm`: the flag is never set for a container 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
 
-from sparkdoctor import proc
+from sparkdoctor import orphans, proc
 from sparkdoctor.serve.groups import Escaped, Teardown
 from sparkdoctor.serve.supervisor import stat_of, token_of
 
-PR_SET_CHILD_SUBREAPER = 36
 GRACE_S = 5.0  # SIGTERM to SIGKILL for a process found outside the group (the group already had its grace)
 KILL_WAIT_S = 5.0
 POLL_S = 0.05
@@ -54,25 +52,12 @@ _lock = threading.Lock()
 _active: set[str] = set()  # the tokens of the local launches running now (the flag is set while there are any)
 
 
-def _subreaper(on: bool) -> str | None:
-    """Set or clear this process's child-subreaper flag; None when done, else why not."""
-    if not sys.platform.startswith("linux"):
-        return f"no prctl(PR_SET_CHILD_SUBREAPER): not Linux ({sys.platform})"
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
-            return f"prctl(PR_SET_CHILD_SUBREAPER) failed: {os.strerror(ctypes.get_errno())}"
-    except (OSError, AttributeError) as exc:
-        return f"no prctl(PR_SET_CHILD_SUBREAPER): {exc}"
-    return None
-
-
 def hold(token: str) -> str:
     """Be a child subreaper while the launch `token` runs: '' when this process is one, else the note for its
     teardown line (processes that leave its group then go to init, out of reach)."""
     with _lock:
         if not _active:
-            why = _subreaper(True)
+            why = orphans.subreaper(True)
             if why:
                 return f"processes it started outside the group were not looked for ({why})"
         _active.add(token)
@@ -85,8 +70,8 @@ def release(token: str) -> None:
         if token not in _active:
             return
         _active.discard(token)
-        if not _active:
-            _subreaper(False)
+        if not _active and not orphans.adopted():  # the entry point holds it for the whole run (orphans.py)
+            orphans.subreaper(False)
 
 
 class Child(NamedTuple):

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import json
 import os
 import shutil
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.files import file_lock
 from sparkdoctor.inputs import read_text
 from sparkdoctor.locations import data_home, local_overrides
 from sparkdoctor.matrix import MatrixError, load
@@ -139,8 +139,7 @@ def update_matrix(source: str, sha256: str | None = None, commit: str | None = N
 def _locked(root: Path) -> Iterator[None]:
     """One update or rollback at a time: while it is held, every staging folder is a killed update's."""
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with file_lock(root / ".lock", "matrix update", root):
         yield
 
 

@@ -143,9 +143,13 @@ def history_lines(rows: list[JournalRow]) -> list[str]:
 def prune_lines(result: Pruned) -> list[str]:
     out = [f"removed {r['journal']}  ({r['status']})" for r in result.removed]
     out.append(f"Removed {len(result.removed)} journal(s), freed {size_text(result.freed_bytes)}.")
-    out += [f"Kept {r.journal} ({r.status}): its apply or rollback did not finish; settle it with "
+    out += [f"Kept {r.journal} ({r.status}): a fix or rollback is running on its target now" if r.status in SETTLED else
+            f"Kept {r.journal} ({r.status}): its apply or rollback did not finish; settle it with "
             f"`sparkdoctor fix --rollback {r.journal}`" for r in result.kept_unsettled]
     return out
+
+
+SETTLED = ("applied", "rolled back", "planned", "half-written")  # kept all the same: its target's lock was held (fix --prune)
 
 
 def _console(result: Result[FixDocument], sink: Sink) -> str:

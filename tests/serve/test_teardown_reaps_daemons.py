@@ -153,7 +153,7 @@ def test_a_child_sparkdoctor_started_itself_is_left_alone_and_the_flag_is_cleare
 
 
 def test_where_there_is_no_subreaper_the_teardown_line_says_so(tmp_path, monkeypatch):
-    monkeypatch.setattr(reaper, "_subreaper", lambda on: "no prctl(PR_SET_CHILD_SUBREAPER): not Linux (test)")
+    monkeypatch.setattr(reaper.orphans, "subreaper", lambda on: "no prctl(PR_SET_CHILD_SUBREAPER): not Linux (test)")
     with launch(_recipe("fake-noprctl", "true"), run_dir=tmp_path / "run", matrix=[], ready_timeout=60) as s:
         pass
     line = s.teardown.describe()
