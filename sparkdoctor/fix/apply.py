@@ -256,7 +256,7 @@ def rollback(target: Target, journal: jr.Journal, installer_for: Callable[[Inven
     sides = sides_of(target)
     with jr.target_lock(*lock_of(target, record)), children_die_with_parent():
         inventory = inv_mod.read(target, before_changes=True)
-        refuse_stray_paths(journal, inventory, label)
+        refuse_stray_paths(journal, inventory, label, sides["target"])
         installer = installer_for(inventory)
         restorer = Restorer(target, journal, installer, sides, Boundaries("rollback"))
         problems = restorer.prepare()
