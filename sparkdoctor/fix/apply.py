@@ -262,6 +262,7 @@ def rollback(target: Target, journal: jr.Journal, installer_for: Callable[[Inven
         problems = restorer.prepare()
         if problems:
             raise JournalError(f"journal {journal.id} cannot restore this target: {problems[0]}; nothing was changed")
+        restorer.judge_outside()
         plan = Plan.from_dict(journal.data["plan"])
         actions = actions_of(plan, Context(journal, installer, inventory, sides, restorer))
         _marks(lambda: unsettled.mark(key, label, journal.id, "rollback"))
@@ -303,7 +304,7 @@ def _reverse(target: Target, journal: jr.Journal, executed: list[StepAction], re
         step("start")
         reversed_rows = reverse_all(executed, record)
         step("files")
-        verified = verify_rolled_back(target, journal, sides, restorer.installer)
+        verified = verify_rolled_back(target, journal, sides, restorer.installer, restorer.outside_since)
     except FileError as exc:
         raise FixError(str(exc)) from None
     verified["reversed"] = reversed_rows

@@ -6,6 +6,7 @@ Real targets: the session's applied pip venv (scenario.applied), and a venv of a
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -66,3 +67,32 @@ def test_a_file_of_a_venvs_base_installation_is_never_written(tmp_path):
     res = sd("fix", "--rollback", folder.name)
     assert res.returncode == 0 and oct(victim.stat().st_mode & 0o7777) == "0o644", (res.stdout, res.stderr)
 
+
+def test_a_file_of_another_dist_edited_since_the_apply_is_left_and_no_index_is_asked(applied_again):
+    python, _env_file, _pins, _before, after, journal = applied_again
+    patched = next(python.parent.parent.glob("lib/python*/site-packages/typing_extensions.py"))
+    patched.write_text(patched.read_text() + "# a local patch, made after the apply\n")
+    res = sd("fix", "--rollback", journal.name, env=UNREACHABLE)
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    assert f"Changed since the apply, not by it (left as they are): {patched}\n" in res.stdout, res.stdout
+    assert patched.read_text().endswith("# a local patch, made after the apply\n"), "left as it is, not fetched again"
+    assert jr.load(journal.name).status() == "rolled back"
+    body = json.loads(sd("fix", "--rollback", journal.name, "--format", "json").stdout)["result"]
+    assert body["status"] == "already rolled back" and body["verified"]["files_changed_since"] == [str(patched)]
+
+
+def test_a_rollback_that_needs_the_package_index_says_so(applied_again):
+    """An apply that stopped part way (its journal marked as a kill leaves it) may have changed a file of another dist:
+    only that dist's released wheel, from the package index, has it; the rollback says so, and with no index the file
+    is named among the differences."""
+    python, _env_file, _pins, _before, _after, journal = applied_again
+    (journal / jr.APPLIED).unlink()
+    steps = len(json.loads((journal / "journal.json").read_text())["plan"]["steps"])
+    (journal / jr.APPLYING).write_text(json.dumps({"step": steps, "of": steps}) + "\n")  # killed in its check after
+    damaged = next(python.parent.parent.glob("lib/python*/site-packages/typing_extensions.py"))
+    damaged.write_text(damaged.read_text() + "# written by the installer the apply ran\n")
+    res = sd("fix", "--rollback", journal.name, env=UNREACHABLE)
+    assert res.returncode == 5, (res.returncode, res.stdout, res.stderr)
+    assert ("Note: 1 file(s) of dists outside the plan differ from the journal (e.g. "
+            f"{damaged}): they are written again from their released wheels, fetched from the package index") in res.stdout
+    assert f"DIFFERENCES: {damaged} (outside the plan)" in res.stdout, res.stdout
