@@ -259,12 +259,13 @@ def rollback(target: Target, journal: jr.Journal, installer_for: Callable[[Inven
     sides = sides_of(target)
     with nullcontext() if dry_run else jr.target_lock(*lock_of(target, record)), children_die_with_parent():
         inventory = inv_mod.read(target, before_changes=True)
-        refuse_stray_paths(journal, inventory, label)
+        refuse_stray_paths(journal, inventory, label, sides["target"])
         installer = installer_for(inventory)
         restorer = Restorer(target, journal, installer, sides, Boundaries("rollback"))
         problems = restorer.prepare()
         if problems:
             raise JournalError(f"journal {journal.id} cannot restore this target: {problems[0]}; nothing was changed")
+        restorer.judge_outside()
         plan = Plan.from_dict(journal.data["plan"])
         if dry_run:
             return would_reverse(plan.steps[:_executed_count(journal, len(plan.steps))], restorer)
@@ -316,7 +317,7 @@ def _reverse(target: Target, journal: jr.Journal, executed: list[StepAction], re
         step("start")
         reversed_rows = reverse_all(executed, record)
         step("files")
-        verified = verify_rolled_back(target, journal, sides, restorer.installer)
+        verified = verify_rolled_back(target, journal, sides, restorer.installer, restorer.outside_since)
     except FileError as exc:
         raise FixError(str(exc)) from None
     verified["reversed"] = reversed_rows

@@ -43,6 +43,12 @@ def snapshot(target: Target, skip: list[str]) -> dict[str, list[int] | None]:
     return data
 
 
+def moved(target: Target, before: dict[str, list[int] | None], skip: list[str]) -> list[str]:
+    """The files that differ now from `before`, but byte code of a listed source (never a loss, compiled again when
+    gone, offline)."""
+    return [p for p in changed(before, snapshot(target, skip)) if not (_is_pyc(p) and _has_source(p, before))]
+
+
 def _is_pyc(path: str) -> bool:
     return path.endswith(".pyc") and "/__pycache__/" in path
 

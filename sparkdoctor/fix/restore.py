@@ -30,6 +30,7 @@ class Restorer:
         self.problems: list[str] | None = None
         self.packages_restored = False
         self.notes: list[str] = []
+        self.outside_since: list[str] = []  # files outside the plan changed since a finished apply: left as they are
 
     # ---- verify before destroying ---------------------------------------------------------------------
     def _wheels(self) -> dict[str, str]:
@@ -118,6 +119,23 @@ class Restorer:
         self.problems = problems
         return problems
 
+    def judge_outside(self) -> None:
+        """Before anything changes: the files outside the plan that already differ from the journal's record. After a
+        finished apply (which proved that none moved) someone else changed them since: left as they are, and no
+        package index is asked for their released wheels, so the rollback runs from the journal alone. After an apply
+        that stopped part way they may be its doing: put back from their released wheels, which only the package
+        index has; a note says so."""
+        before = self.journal.outside()
+        if before is None:
+            return
+        found = outside_mod.moved(self.target, before, [*self.data["plan"].get("touched", []), *self.data["touched_before"]])
+        if self.journal.has(jr.APPLIED):
+            self.outside_since = found
+        elif found:
+            self.notes.append(f"{len(found)} file(s) of dists outside the plan differ from the journal (e.g. {found[0]}): "
+                              "they are written again from their released wheels, fetched from the package index (the "
+                              "journal holds no copy of them)")
+
     # ---- the packages ---------------------------------------------------------------------------------
     def restore_packages(self) -> None:
         """Every touched dist back as it was (once: a second call finds it done)."""
@@ -176,9 +194,10 @@ class Restorer:
 
 
 def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, FileTransport],
-                       installer: Installer | None = None) -> dict[str, object]:
+                       installer: Installer | None = None, outside_since: list[str] | None = None) -> dict[str, object]:
     """The package set, the bytes of every touched dist's files and every edited file, and the files
-    outside the plan (a changed .pyc compiled again first), against the journal."""
+    outside the plan (a changed .pyc compiled again first), against the journal; `outside_since`: files outside the
+    plan changed since the finished apply (Restorer.judge_outside), left as they are."""
     data = journal.data
     now = inv_mod.read(target)
     want: dict[str, str] = {canonicalize_name(p["name"]): p["version"] for p in data["packages_before"]}
@@ -199,14 +218,18 @@ def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, Fil
         file_diff += [r["path"] for r in edited if now_edited.get(r["path"]) != (r.get("sha256") if r["existed"] else None)]
     checked_outside, restored = 0, list[str]()
     before_outside = journal.outside()
+    left = set(outside_since or [])
     if before_outside is not None:
         if since:  # their files are theirs now: only the files of the dists unchanged since are compared
             kept = {str(p) for key, dist in now.dists.items() if key not in since for p in dist.paths()}
             before_outside = {p: v for p, v in before_outside.items() if p in kept}
+            left &= kept
+        before_outside = {p: v for p, v in before_outside.items() if p not in left}
         restored, lost = outside_mod.restore(target, before_outside, [*data["plan"].get("touched", []), *since], installer)
         file_diff += [f"{p} (outside the plan)" for p in lost]
         checked_outside = sum(1 for v in before_outside.values() if v is not None)
     return {"packages_differ": package_diff, "files_differ": file_diff, "ok": not package_diff and not file_diff,
             "changed_since": [f"{k}: {want.get(k) or '-'} -> {got.get(k) or '-'}" for k in since],
+            "files_changed_since": sorted(left),
             "packages": len(want), "files": len(data["hashes_before"]) + len(data["files"]),
             "outside_files": checked_outside, "outside_restored": restored}

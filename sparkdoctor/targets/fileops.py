@@ -56,7 +56,8 @@ def _read_only_fs(path):
 
 
 def info(paths, with_hash=False):
-    """path -> None (absent) or {kind, size, mode, sha256 (files, when asked), writable, read_only_fs}."""
+    """path -> None (absent) or {kind, size, mode, sha256 (files, when asked), writable, read_only_fs, real}; real: the
+    path with every link in it followed (where a write to it lands)."""
     out = {}
     for path in paths:
         try:
@@ -67,7 +68,7 @@ def info(paths, with_hash=False):
         kind = "link" if stat.S_ISLNK(st.st_mode) else "file" if stat.S_ISREG(st.st_mode) else "dir" if stat.S_ISDIR(st.st_mode) else "other"
         row = {"kind": kind, "size": st.st_size, "mode": stat.S_IMODE(st.st_mode),
                "writable": os.access(path, os.W_OK) and os.access(os.path.dirname(path) or "/", os.W_OK),
-               "read_only_fs": _read_only_fs(path)}
+               "read_only_fs": _read_only_fs(path), "real": os.path.realpath(path)}
         if with_hash and kind in ("file", "link") and os.path.isfile(path):
             try:
                 row["sha256"] = _sha256(path)

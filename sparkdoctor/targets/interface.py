@@ -27,6 +27,7 @@ class FileRow(TypedDict, total=False):
     writable: bool
     read_only_fs: bool
     sha256: str | None
+    real: str  # the path with every link followed (info)
     name: str
 
 

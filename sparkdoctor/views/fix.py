@@ -111,6 +111,9 @@ def rollback_lines(result: RolledBack) -> list[str]:
             packages = f"the packages as before but {len(since)} changed since the apply" if since else \
                 f"{v.get('packages')} packages as before"
             out.append(f"Verified: {packages}; {v.get('files')} files byte for byte{outside}")
+            files = v.get("files_changed_since") or []
+            if files:  # files of other dists edited since (a local patch): named, never fetched again from the index
+                since = [*since, *files[:5], *([f"and {len(files) - 5} more file(s)"] if len(files) > 5 else [])]
             if since:
                 out.append("Changed since the apply, not by it (left as they are): " + "; ".join(since))
         else:
