@@ -154,7 +154,9 @@ def find_distributions(unlisted):
         here = {}
         for entry in names:
             is_dist_info = entry.endswith(".dist-info")
-            if not (is_dist_info or entry.endswith(".egg-info")):
+            if not (is_dist_info or entry.endswith(".egg-info")) or entry.startswith("~"):
+                # `~ix-1.17.0.dist-info`: what an interrupted pip uninstall or upgrade moved aside (pip's
+                # AdjacentTempDirectory); no distribution to Python's import or importlib.metadata, ignored by pip
                 continue
             info_dir = os.path.join(folder, entry)
             meta = info_dir
