@@ -78,7 +78,7 @@ def check(request: CheckRequest) -> CheckOutcome:
             raise UsageError(f"--save-facts {request.save_facts}: {exc.strerror or exc}") from None
     notes = _unknown_ignores(matrix, request.ignore, cfg)
     notes += matrix.notes()  # `matrix update` installed one and it cannot be used
-    notes += _copied_venv(request.target)
+    notes += _copied_venv(request.target) + _own_environment(request.target, facts)
     report = build_report(facts, matrix, fail_on=request.fail_on or cfg.fail_on or "error", ignore={*request.ignore, *cfg.ignore})
     by_config = [i for i in report.ignored if i in cfg.ignore]
     if by_config:  # the file that silenced findings, named wherever the count is shown
@@ -131,6 +131,21 @@ def _copied_venv(target: Target | None) -> list[str]:
             f"e.g. {', '.join(names[:4])}: this venv was copied or moved, so they run that environment's packages, "
             "not the ones judged here; run them as `python -m ...`, reinstall the packages that installed them "
             "(`python -m pip install --force-reinstall --no-deps PACKAGE`), or make the venv anew"]
+
+
+def _own_environment(target: Target | None, facts: Facts) -> list[str]:
+    """No --python and no active venv: the target is the interpreter sparkdoctor runs in. Installed as the README says
+    (pipx, uv tool), that is sparkdoctor's own environment, which serves nothing: said when it holds none of the stack."""
+    from sparkdoctor.requires import COMPONENTS
+    from sparkdoctor.targets.local import PythonTarget
+
+    if not isinstance(target, PythonTarget) or target.chosen_by != "current interpreter" or facts.packages is None:
+        return []
+    if any(facts.package(name) for name in COMPONENTS):
+        return []
+    return [f"the target is the interpreter sparkdoctor runs in ({target.python}), as no --python was given and no "
+            f"virtual environment is active; it holds none of {', '.join(COMPONENTS)}: to judge the environment that "
+            "serves, pass --python with its interpreter or folder, or activate it"]
 
 
 def collectors(kernels: bool, shares_files: bool = True) -> list[Collector]:
