@@ -63,3 +63,18 @@ def test_an_upgrade_stopped_before_pip_deleted_the_old_release_is_the_new_releas
     six = data["packages"]["six"]
     assert (six["version"], six["integrity"], six["files_missing"]) == ("1.17.0", "ok", [])
     assert data["errors"] == [], "not 'two metadata folders ... a stale one is left over', and not 'could not observe'"
+
+
+def test_fix_reads_the_same_distributions_as_check(venv):
+    """fix's inventory (sparkdoctor/fix/target_dists.py, through importlib.metadata.distributions(), which yields
+    `~` folders too) took `~ix-1.17.0.dist-info` for six 1.17.0 installed, as check did."""
+    (venv / "six-1.17.0.dist-info").rename(venv / "~ix-1.17.0.dist-info")
+    (venv / "six.py").rename(venv / "~ix.py")
+    python = venv.parent.parent.parent / "bin" / "python"
+    repo = Path(__file__).parents[1]
+    done = subprocess.run([str(python), "-S", "-B", "-X", f"sparkdoctor_site={repo / 'probes' / 'shared'}",
+                           str(repo / "sparkdoctor" / "fix" / "target_dists.py")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    dists = json.loads(done.stdout.splitlines()[-1])["dists"]
+    assert "six" not in dists, dists.get("six")
+    assert "idna" in dists
