@@ -78,7 +78,7 @@ def check(request: CheckRequest) -> CheckOutcome:
             raise UsageError(f"--save-facts {request.save_facts}: {exc.strerror or exc}") from None
     notes = _unknown_ignores(matrix, request.ignore, cfg)
     notes += matrix.notes()  # `matrix update` installed one and it cannot be used
-    notes += _copied_venv(request.target) + _own_environment(request.target, facts)
+    notes += _copied_venv(request.target) + own_environment(request.target, facts)
     report = build_report(facts, matrix, fail_on=request.fail_on or cfg.fail_on or "error", ignore={*request.ignore, *cfg.ignore})
     by_config = [i for i in report.ignored if i in cfg.ignore]
     if by_config:  # the file that silenced findings, named wherever the count is shown
@@ -133,7 +133,7 @@ def _copied_venv(target: Target | None) -> list[str]:
             "(`python -m pip install --force-reinstall --no-deps PACKAGE`), or make the venv anew"]
 
 
-def _own_environment(target: Target | None, facts: Facts) -> list[str]:
+def own_environment(target: Target | None, facts: Facts) -> list[str]:
     """No --python and no active venv: the target is the interpreter sparkdoctor runs in. Installed as the README says
     (pipx, uv tool), that is sparkdoctor's own environment, which serves nothing: said when it holds none of the stack."""
     from sparkdoctor.requires import COMPONENTS

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from sparkdoctor.check import _own_environment
+from sparkdoctor.check import own_environment
 from sparkdoctor.facts import Facts
 from sparkdoctor.targets.local import PythonTarget
 
@@ -23,7 +23,7 @@ def run_check(tmp_path, *args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=300, env=env, cwd=tmp_path)
 
 
-def test_a_check_of_sparkdoctors_own_environment_says_so_and_how_to_name_the_serving_one(tmp_path):
+def test_a_check_of_sparkdoctorsown_environment_says_so_and_how_to_name_the_serving_one(tmp_path):
     done = run_check(tmp_path)
     assert done.returncode == 0, done.stderr
     assert "chosen by current interpreter" in done.stdout
@@ -41,7 +41,19 @@ def test_the_current_interpreter_holding_part_of_the_stack_gets_no_such_note():
     target = PythonTarget(sys.executable, "current interpreter")
     empty = Facts.from_dict({"schema": 1, "packages": {"six": {"name": "six", "version": "1.17.0"}}})
     serving = Facts.from_dict({"schema": 1, "packages": {"triton": {"name": "triton", "version": "3.9.0"}}})
-    assert len(_own_environment(target, empty)) == 1
-    assert _own_environment(target, serving) == []
-    assert _own_environment(target, Facts.from_dict({"schema": 1, "packages": None})) == []  # unknown is not empty
-    assert _own_environment(PythonTarget(sys.executable, "VIRTUAL_ENV"), empty) == []
+    assert len(own_environment(target, empty)) == 1
+    assert own_environment(target, serving) == []
+    assert own_environment(target, Facts.from_dict({"schema": 1, "packages": None})) == []  # unknown is not empty
+    assert own_environment(PythonTarget(sys.executable, "VIRTUAL_ENV"), empty) == []
+
+
+def test_a_fix_of_sparkdoctors_own_environment_says_so_too(tmp_path):
+    """`sparkdoctor fix` from a pipx install plans for pipx's venv in the same way; it said nothing of it."""
+    env = {**{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")},
+           "SPARKDOCTOR_STATE_DIR": str(tmp_path / "state")}
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "fix", "--no-kernels"], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Nothing to fix" in done.stdout
+    [line] = [x for x in done.stderr.splitlines() if NOTE in x]
+    assert line.startswith("sparkdoctor: warning: ") and sys.executable in line
