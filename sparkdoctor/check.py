@@ -104,10 +104,12 @@ def _unknown_ignores(matrix: Matrix, ignore: Sequence[str], cfg: Config) -> list
     """An ignore that names no entry ignores nothing: say so (a warning, not an error, so a config shared by
     boxes on different matrix versions keeps working). probe-<id>, requires-<component>-... and files-missing-<dist>
     findings come from the engine, not the matrix, and are always accepted."""
+    from sparkdoctor.findings import ENGINE_FINDING_PREFIXES
+
     known = {e.id for e in matrix.entries}
     notes = []
     for source, ids in (("--ignore", ignore), (f"{cfg.path}: ignore", cfg.ignore)):
-        unknown = [i for i in ids if i not in known and not i.startswith(("probe-", "requires-", "files-missing-"))]
+        unknown = [i for i in ids if i not in known and not i.startswith(ENGINE_FINDING_PREFIXES)]
         notes += [f"{source} {clip(entry_id, 100)!r}: no matrix entry has this id; it ignores nothing (see `sparkdoctor "
                   "matrix list`)" for entry_id in unknown[:SHOWN_UNKNOWN]]
         if len(unknown) > SHOWN_UNKNOWN:  # a file that names thousands must not bury the log

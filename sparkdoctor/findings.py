@@ -368,6 +368,7 @@ def requirement_findings(facts: Facts) -> list[Finding]:
 
 
 MISSING_FILES_PREFIX = "files-missing-"  # files-missing-<distribution>: error when importing it fails, else warn
+ENGINE_FINDING_PREFIXES = (PROBE_FINDING_PREFIX, REQUIRES_FINDING_PREFIX, MISSING_FILES_PREFIX)  # no matrix entry has them
 
 
 def missing_files_findings(facts: Facts) -> list[Finding]:
