@@ -78,7 +78,7 @@ def check(request: CheckRequest) -> CheckOutcome:
             raise UsageError(f"--save-facts {request.save_facts}: {exc.strerror or exc}") from None
     notes = _unknown_ignores(matrix, request.ignore, cfg)
     notes += matrix.notes()  # `matrix update` installed one and it cannot be used
-    notes += _copied_venv(request.target)
+    notes += _copied_venv(request.target) + own_environment(request.target, facts)
     report = build_report(facts, matrix, fail_on=request.fail_on or cfg.fail_on or "error", ignore={*request.ignore, *cfg.ignore})
     by_config = [i for i in report.ignored if i in cfg.ignore]
     if by_config:  # the file that silenced findings, named wherever the count is shown
@@ -102,12 +102,14 @@ SHOWN_UNKNOWN = 5  # unknown ignore ids named one per line, per source; the rest
 
 def _unknown_ignores(matrix: Matrix, ignore: Sequence[str], cfg: Config) -> list[str]:
     """An ignore that names no entry ignores nothing: say so (a warning, not an error, so a config shared by
-    boxes on different matrix versions keeps working). probe-<id> and requires-<component>-... findings come from
-    the engine, not the matrix, and are always accepted."""
+    boxes on different matrix versions keeps working). probe-<id>, requires-<component>-... and files-missing-<dist>
+    findings come from the engine, not the matrix, and are always accepted."""
+    from sparkdoctor.findings import ENGINE_FINDING_PREFIXES
+
     known = {e.id for e in matrix.entries}
     notes = []
     for source, ids in (("--ignore", ignore), (f"{cfg.path}: ignore", cfg.ignore)):
-        unknown = [i for i in ids if i not in known and not i.startswith(("probe-", "requires-"))]
+        unknown = [i for i in ids if i not in known and not i.startswith(ENGINE_FINDING_PREFIXES)]
         notes += [f"{source} {clip(entry_id, 100)!r}: no matrix entry has this id; it ignores nothing (see `sparkdoctor "
                   "matrix list`)" for entry_id in unknown[:SHOWN_UNKNOWN]]
         if len(unknown) > SHOWN_UNKNOWN:  # a file that names thousands must not bury the log
@@ -131,6 +133,21 @@ def _copied_venv(target: Target | None) -> list[str]:
             f"e.g. {', '.join(names[:4])}: this venv was copied or moved, so they run that environment's packages, "
             "not the ones judged here; run them as `python -m ...`, reinstall the packages that installed them "
             "(`python -m pip install --force-reinstall --no-deps PACKAGE`), or make the venv anew"]
+
+
+def own_environment(target: Target | None, facts: Facts) -> list[str]:
+    """No --python and no active venv: the target is the interpreter sparkdoctor runs in. Installed as the README says
+    (pipx, uv tool), that is sparkdoctor's own environment, which serves nothing: said when it holds none of the stack."""
+    from sparkdoctor.requires import COMPONENTS
+    from sparkdoctor.targets.local import PythonTarget
+
+    if not isinstance(target, PythonTarget) or target.chosen_by != "current interpreter" or facts.packages is None:
+        return []
+    if any(facts.package(name) for name in COMPONENTS):
+        return []
+    return [f"the target is the interpreter sparkdoctor runs in ({target.python}), as no --python was given and no "
+            f"virtual environment is active; it holds none of {', '.join(COMPONENTS)}: to judge the environment that "
+            "serves, pass --python with its interpreter or folder, or activate it"]
 
 
 def collectors(kernels: bool, shares_files: bool = True) -> list[Collector]:

@@ -30,7 +30,7 @@ from sparkdoctor.matrix import (
     version_in,
 )
 from sparkdoctor.matrix.freshness import knowledge
-from sparkdoctor.requires import Unmet, unmet_requirements
+from sparkdoctor.requires import Unmet, incomplete_installs, unmet_requirements
 from sparkdoctor.text import clip, one_line
 from sparkdoctor.vocab import Verdict
 
@@ -367,6 +367,17 @@ def requirement_findings(facts: Facts) -> list[Finding]:
     return out
 
 
+MISSING_FILES_PREFIX = "files-missing-"  # files-missing-<distribution>: error when importing it fails, else warn
+ENGINE_FINDING_PREFIXES = (PROBE_FINDING_PREFIX, REQUIRES_FINDING_PREFIX, MISSING_FILES_PREFIX)  # no matrix entry has them
+
+
+def missing_files_findings(facts: Facts) -> list[Finding]:
+    """The engine's findings for tracked distributions whose RECORD lists files that are gone (sparkdoctor.requires)."""
+    return [Finding(id=f"{MISSING_FILES_PREFIX}{gone.name}", severity="error" if gone.import_root_gone else "warn",
+                    action="fix", title=gone.title, summary=gone.summary, remedy=gone.remedy, evidence=gone.evidence,
+                    refs=[], component=gone.name, evidence_level="reproduced") for gone in incomplete_installs(facts)]
+
+
 def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: set[str] | None = None) -> Report:
     ignore = ignore or set()
     facts.arch = settle(facts.arch)  # one place for every path: live, snapshot, hand-built (sparkdoctor.arch)
@@ -379,7 +390,7 @@ def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: s
             finding.evidence.append(line)
     probe_findings, unverified = check_probes(facts, matched)
     unfinished = unfinished_fix_finding(facts)
-    probe_findings += ([unfinished] if unfinished else []) + requirement_findings(facts)
+    probe_findings += ([unfinished] if unfinished else []) + requirement_findings(facts) + missing_files_findings(facts)
     findings += [f for f in probe_findings if f.id not in ignore]
     findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.component, f.id))
     ignored = sorted([ev.entry.id for ev in matched if ev.entry.id in ignore] + [f.id for f in probe_findings if f.id in ignore])

@@ -6,6 +6,10 @@ requirement's marker is evaluated for that interpreter (extras are not asked for
 each one that applies is compared with what is installed, as `pip check` does: not installed, or installed at a
 version outside the specifier. An unmet requirement is read from files only; whether the component would in fact
 import is not tried.
+
+The same goes for a tracked distribution's own files: each one its RECORD lists that is gone from disk (a
+half-finished uninstall, a folder deleted by hand) leaves the version pip reports installed with nothing, or part
+of it, to import.
 """
 
 from __future__ import annotations
@@ -23,12 +27,13 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from sparkdoctor.facts import Facts
-from sparkdoctor.text import clip
+from sparkdoctor.text import clip, one_line
 
 # The components whose requirements are judged, in the order findings name them (probes/target_env/targetenv_dists.py
 # reads the same list).
 COMPONENTS = ("vllm", "torch", "flashinfer-python", "nvidia-cutlass-dsl", "triton")
 REQUIREMENT_CHARS = 200  # one requirement as an evidence line shows it
+MISSING_SHOWN = 5  # missing files an evidence line names
 
 
 @dataclass(frozen=True)
@@ -93,3 +98,57 @@ def _judge(facts: Facts, line: str, environment: dict[str, str] | None) -> tuple
     except (InvalidVersion, ValueError):
         return None
     return None if inside else (version,)
+
+
+@dataclass(frozen=True)
+class Incomplete:
+    """A tracked distribution some of whose files (as its RECORD lists them) are gone from disk."""
+
+    name: str
+    version: str
+    missing: list[str]  # as the RECORD writes them, in its order
+    checked: int  # the files the RECORD lists that were looked for
+
+    @property
+    def roots(self) -> list[str]:
+        """The top-level modules among them (`triton/__init__.py`, `six.py`, `_C.*.so`): importing those fails."""
+        return [p for p in self.missing
+                if p.count("/") == 0 and p.endswith((".py", ".so")) or p.count("/") == 1 and p.endswith("/__init__.py")]
+
+    @property
+    def import_root_gone(self) -> bool:
+        return bool(self.roots)
+
+    @property
+    def title(self) -> str:
+        return f"{self.name} {self.version}: {len(self.missing)} of its {self.checked} installed files are missing"
+
+    @property
+    def summary(self) -> str:
+        return (f"pip lists {self.name} {self.version} as installed, but files its RECORD names are gone from disk (an "
+                "uninstall or upgrade stopped half-way, a folder deleted by hand or by an image clean-up): "
+                + ("importing it fails." if self.import_root_gone else "the code that needs them fails."))
+
+    @property
+    def remedy(self) -> str:
+        return (f"reinstall it in the target (`python -m pip install --force-reinstall --no-deps '{self.name}=={self.version}'`), "
+                f"or remove what is left (`python -m pip uninstall {self.name}`) if it was meant to go")
+
+    @property
+    def evidence(self) -> list[str]:
+        more = f" and {len(self.missing) - MISSING_SHOWN} more" if len(self.missing) > MISSING_SHOWN else ""
+        roots = self.roots
+        shown = [*roots, *(m for m in self.missing[:MISSING_SHOWN + len(roots)] if m not in roots)][:MISSING_SHOWN]
+        return [f"missing: {', '.join(clip(one_line(m), 120) for m in shown)}{more}"]
+
+
+def incomplete_installs(facts: Facts) -> list[Incomplete]:
+    """Every distribution whose integrity was checked and found files missing, by name."""
+    out = []
+    for name, pkg in sorted((facts.packages or {}).items()):
+        missing = pkg.get("files_missing") if isinstance(pkg, Mapping) else None
+        if isinstance(missing, list) and missing:
+            checked = pkg.get("files_checked")
+            out.append(Incomplete(str(pkg.get("name") or name), str(pkg.get("version")), [str(m) for m in missing],
+                                  checked if isinstance(checked, int) and checked >= len(missing) else len(missing)))
+    return out

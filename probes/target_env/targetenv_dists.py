@@ -154,7 +154,9 @@ def find_distributions(unlisted):
         here = {}
         for entry in names:
             is_dist_info = entry.endswith(".dist-info")
-            if not (is_dist_info or entry.endswith(".egg-info")):
+            if not (is_dist_info or entry.endswith(".egg-info")) or entry.startswith("~"):
+                # `~ix-1.17.0.dist-info`: what an interrupted pip uninstall or upgrade moved aside (pip's
+                # AdjacentTempDirectory); no distribution to Python's import or importlib.metadata, ignored by pip
                 continue
             info_dir = os.path.join(folder, entry)
             meta = info_dir
@@ -165,7 +167,12 @@ def find_distributions(unlisted):
                 name, version = read_headers(meta)
             except FileNotFoundError:
                 error("%s: cannot read %s: no such file" % (info_dir, os.path.basename(meta)))
-                continue
+                if not (is_dist_info and os.path.isfile(os.path.join(info_dir, "RECORD"))):
+                    continue
+                # pip installed it (its RECORD is there) and only METADATA is lost: the files are in place and import,
+                # so the folder's name stands in, and RECORD names the lost file (files_missing)
+                metadata_error = "cannot read METADATA: no such file"
+                name, version = name_from_folder(entry)
             except OSError as exc:
                 # There but unreadable (no permission, a FIFO, a device): the dist is installed, so
                 # its folder name (name-version.dist-info) stands in; absent would be a wrong answer.

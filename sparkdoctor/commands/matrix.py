@@ -66,6 +66,11 @@ def run_show(options: MatrixCommand) -> Result[Entry | Stack]:
     Format.parse(options.fmt, FORMATS)
     m = load(options.matrix)
     item = m.get(options.item_id or "") or next((s for s in m.stacks if s.id == options.item_id), None)
+    from sparkdoctor.findings import ENGINE_FINDING_PREFIXES
+
+    if item is None and (options.item_id or "").startswith(ENGINE_FINDING_PREFIXES):
+        raise UsageError(f"{options.item_id!r} is a finding check makes itself, not a matrix entry: check's output has its "
+                         "evidence and remedy (`--format json` has all of it); docs/check.md describes it")
     if item is None:
         raise UsageError(f"no matrix entry or stack with id {options.item_id!r} (try `sparkdoctor matrix list`)")
     return Result("matrix show", "matrix-item", item, notes=m.notes())

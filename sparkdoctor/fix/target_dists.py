@@ -204,6 +204,8 @@ def main(argv):
     dists = {}
     rows_of = {}
     for dist in metadata.distributions():
+        if os.path.basename(str(getattr(dist, "_path", ""))).startswith("~"):
+            continue  # what an interrupted pip uninstall or upgrade moved aside: no distribution to pip or import
         try:
             name = dist.metadata["Name"]
         except Exception:  # a METADATA that is not UTF-8, or unreadable: left out, as check leaves it out of its packages

@@ -33,6 +33,8 @@ def stat_all(skip):
     out = {}
     seen = set()
     for dist in metadata.distributions():
+        if os.path.basename(str(getattr(dist, "_path", ""))).startswith("~"):
+            continue  # pip's leftover of an interrupted uninstall or upgrade: target_dists leaves it out too
         try:
             name = dist.metadata["Name"]
             files = dist.files or [] if name else []

@@ -21,7 +21,7 @@ from sparkdoctor.fix.interface import ActionKind, StepKind
 from sparkdoctor.fix.model import Plan
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
-from sparkdoctor.text import one_line
+from sparkdoctor.text import clip, one_line
 from sparkdoctor.views import View
 from sparkdoctor.views.fitted import grid, plain_lines
 
@@ -63,6 +63,16 @@ def plan_lines(plan: Plan) -> list[str]:
         out.append(f"Checked after: check runs again; expected gone: {', '.join(plan.checks_after)}{probes}")
     out += [f"REFUSED: {r}" for r in plan.refusals]
     return out
+
+
+def plan_document_lines(found: PlanDocument) -> list[str]:
+    """The plan, then each failing finding it does not fix, with what to do about it by hand: a plan with nothing to do
+    and exit 1 said only "Nothing to fix: no finding names a fix"."""
+    extra = ["Dry run: nothing was changed. Apply with --yes."] if found.dry_run and not found.plan.empty else []
+    fixed = {i for f in found.plan.fixes for i in f["findings"]}
+    extra += [f"Not fixed by sparkdoctor: {f.id} ({f.severity}): {clip(one_line(f.remedy), 300)}"
+              for f in found.report.failing() if f.id not in fixed]
+    return plan_lines(found.plan) + extra
 
 
 def applied_lines(result: Applied) -> list[str]:
@@ -160,8 +170,7 @@ def _console(result: Result[FixDocument], sink: Sink) -> str:
     if isinstance(found, PlanDocument):
         if not found.shown:
             return ""
-        extra = ["Dry run: nothing was changed. Apply with --yes."] if found.dry_run and not found.plan.empty else []
-        lines = plan_lines(found.plan) + extra
+        lines = plan_document_lines(found)
     elif isinstance(found, ApplyDocument):
         lines = plan_lines(found.plan) + applied_lines(found.applied)
     elif isinstance(found, RollbackDocument):

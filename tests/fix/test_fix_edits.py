@@ -94,7 +94,11 @@ def test_the_plan_prints_a_files_control_characters_escaped():
                 diff=edits.line_diff(f'command = ["vllm", "--enforce-eager"]  # {evil}\n', "command = []\n"))
     plan = Plan(target={"python": f"/v{evil}/bin/python"}, installer="pip",
                 fixes=[{"id": "drop", "title": f"t{evil}", "findings": ["e"]}], steps=[step])
-    doc = PlanDocument(plan=plan, report=None)  # type: ignore[arg-type]  # the console reads the plan only
+    from sparkdoctor.facts import Facts
+    from sparkdoctor.findings import build_report
+    from sparkdoctor.matrix import load
+
+    doc = PlanDocument(plan=plan, report=build_report(Facts.from_dict({"schema": 1, "packages": {}}), load()))
     text = render(Result("fix", "fix", doc), Format.console, Sink(to_file=True))
     assert "\\x1b" in text
     assert not sorted({c for c in text if not c.isprintable() and c != "\n"}), text
