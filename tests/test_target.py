@@ -92,14 +92,11 @@ def test_a_folder_the_user_cannot_search_is_one_line(tmp_path):
     """`--python venv` where venv is mode 000: looking inside raises EACCES, which was an internal error. Run as an
     unprivileged user (root reads everything) inside a user namespace, as bubblewrap does for mod scripts."""
     import os
-    import shutil
     import subprocess
 
-    import pytest
+    from tests.debian import tool_or_skip
 
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        pytest.skip("bubblewrap runs the CLI without root's right to read everything")
+    bwrap = tool_or_skip("bwrap", "bubblewrap")  # it runs the CLI without root's right to read everything
     locked = tmp_path / "venv"
     (locked / "bin").mkdir(parents=True)
     locked.chmod(0)

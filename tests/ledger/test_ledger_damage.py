@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import pytest
 from sparkdoctor.conclusions import store
 from sparkdoctor.exitcodes import EXIT_LEDGER
 from sparkdoctor.ledger import Ledger, LedgerError
+from tests.debian import tool_or_skip
 from tests.ledger.test_ledger import record
 from tests.rerun.ledgerdata import add_ab, write_recipe
 
@@ -297,26 +297,23 @@ def test_a_schema_damaged_into_bytes_that_are_not_utf8_is_one_line_exit_5(tmp_pa
         one_line_exit_5(cli(*args, "--ledger", path), str(path), "unreadable")
 
 
-BWRAP = shutil.which("bwrap")
-
-
-@pytest.mark.skipif(BWRAP is None, reason="bubblewrap runs the CLI without root's right to read everything")
 def test_a_ledger_in_a_folder_the_user_cannot_search_is_one_line_exit_5(tmp_path):
     """`--ledger locked/l.sqlite` where `locked` is mode 000: looking at the path raises EACCES (no "no such file"),
     which must be the ledger's one line, not an internal error. Run as an unprivileged user (root reads
     everything), inside a user namespace, as bubblewrap does for mod scripts."""
+    bwrap = tool_or_skip("bwrap", "bubblewrap")  # it runs the CLI without root's right to read everything
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0)
     try:
         for args in (["history"], ["conclusions"], ["rerun", "--dry-run"]):
-            p = subprocess.run([BWRAP, "--unshare-user", "--uid", "1000", "--gid", "1000", "--bind", "/", "/",
+            p = subprocess.run([bwrap, "--unshare-user", "--uid", "1000", "--gid", "1000", "--bind", "/", "/",
                                 "--dev", "/dev", "--proc", "/proc", sys.executable, "-m", "sparkdoctor", *args,
                                 "--ledger", str(locked / "l.sqlite")],
                                capture_output=True, text=True, timeout=300, cwd=ROOT, env=dict(os.environ, COLUMNS="200"))
             one_line_exit_5(p, str(locked / "l.sqlite"), "Permission denied")
         # bench's door: the store itself (it creates a missing ledger, so it looks at the folder first)
-        p = subprocess.run([BWRAP, "--unshare-user", "--uid", "1000", "--gid", "1000", "--bind", "/", "/", "--dev", "/dev",
+        p = subprocess.run([bwrap, "--unshare-user", "--uid", "1000", "--gid", "1000", "--bind", "/", "/", "--dev", "/dev",
                             "--proc", "/proc", sys.executable, "-c", "import sys; from sparkdoctor.ledger import Ledger, "
                             "LedgerError\ntry: Ledger(sys.argv[1])\nexcept LedgerError as e: print(e)", str(locked / "l.sqlite")],
                            capture_output=True, text=True, timeout=300, cwd=ROOT)
@@ -366,6 +363,7 @@ def test_a_ledger_another_process_holds_is_named_as_held_not_as_damaged(tmp_path
 WRITER = """
 import sys
 from sparkdoctor.ledger import Ledger, LedgerError
+from tests.debian import tool_or_skip
 from tests.ledger.test_ledger import record
 try:
     with Ledger(sys.argv[1]) as led:
