@@ -20,6 +20,16 @@ MAX_VERSION = 200  # characters in any version string
 MAX_TEXT = 1_000_000  # characters in any other string (a detail, an error, a path)
 
 
+def table(value: object) -> dict[str, object]:
+    """A JSON object as read, or {} for anything else (missing, null, damaged)."""
+    return value if isinstance(value, dict) else {}
+
+
+def array(value: object) -> list[object]:
+    """A JSON array as read, or [] for anything else."""
+    return value if isinstance(value, list) else []
+
+
 class ShapeError(InputError, ValueError):
     """The first field that does not have its documented shape: path and one line why."""
 

@@ -13,6 +13,7 @@ verdict, instead of PASS.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -161,17 +162,11 @@ class Report:
         return [ev for ev in self.evaluations if ev.outcome != "withdrawn"]
 
     def counts(self) -> dict[str, int]:
-        c = {s: 0 for s in SEVERITIES}
-        for f in self.findings:
-            c[f.severity] += 1
-        return c
+        return {**dict.fromkeys(SEVERITIES, 0), **Counter(f.severity for f in self.findings)}
 
     def evidence_counts(self) -> dict[str, int]:
         """How many findings rest on each evidence level, strongest first."""
-        c = {level: 0 for level in EVIDENCE_LEVELS}
-        for f in self.findings:
-            c[f.evidence_level] = c.get(f.evidence_level, 0) + 1
-        return c
+        return {**dict.fromkeys(EVIDENCE_LEVELS, 0), **Counter(f.evidence_level for f in self.findings)}
 
     def failing(self) -> list[Finding]:
         floor = SEVERITY_RANK[self.fail_on]

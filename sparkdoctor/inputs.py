@@ -49,11 +49,12 @@ class TooBig(UnreadableInput):
     """Larger than the caller's limit."""
 
     def __init__(self, limit: int):
-        super().__init__(f"larger than {_size(limit)}; sparkdoctor reads at most that of this input", errno.EFBIG)
+        super().__init__(f"larger than {byte_size(limit)}; sparkdoctor reads at most that of this input", errno.EFBIG)
         self.limit = limit
 
 
-def _size(n: int) -> str:
+def byte_size(n: int) -> str:
+    """A size limit in words: `16 MiB`, or `1,000 bytes` where it is no whole number of MiB."""
     return f"{n // MiB} MiB" if n >= MiB and n % MiB == 0 else f"{n:,} bytes"
 
 

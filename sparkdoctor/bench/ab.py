@@ -26,7 +26,7 @@ from sparkdoctor.bench.stats import (
     pooled_rounds_ratio,
     rounds_ratio,
 )
-from sparkdoctor.ledger.compare import table
+from sparkdoctor.facts_shapes import array, table
 
 METRIC = "output_tps"
 
@@ -140,10 +140,6 @@ def correctness_check(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[st
     return {"A": arms["A"], "B": arms["B"], "wrong": sorted(wrong), "unjudged": unjudged, "b_vs_a": b_vs_a(b_runs)}
 
 
-def _list(value: object) -> list[object]:
-    return value if isinstance(value, list) else []
-
-
 def b_vs_a(b_runs: Sequence[Mapping[str, object]]) -> dict[str, object] | None:
     """Without a reference, how far B's answers are from A's over B's runs (bench/correctness.py `against`): `differ`
     when any B run's are, `same` when all are within the tolerance, else the first other word; None when no B run
@@ -154,9 +150,9 @@ def b_vs_a(b_runs: Sequence[Mapping[str, object]]) -> dict[str, object] | None:
     verdicts = [j.get("verdict") for j in judged]
     verdict = DIFFER if DIFFER in verdicts else SAME if all(v == SAME for v in verdicts) else \
         next(v for v in verdicts if v != SAME)
-    rows = [table(row) for j in judged for row in _list(j.get("per_prompt"))]
+    rows = [table(row) for j in judged for row in array(j.get("per_prompt"))]
     distances = [d for row in rows if isinstance(d := row.get("mean_abs_dlogprob"), (int, float))]
-    why = [w for j in judged for w in _list(j.get("why"))]
+    why = [w for j in judged for w in array(j.get("why"))]
     return {"verdict": verdict, "runs": verdicts, "largest_mean_abs_dlogprob": max(distances, default=None),
             "tolerance": judged[0].get("tolerance"), "why": why}
 

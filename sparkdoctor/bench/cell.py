@@ -25,7 +25,8 @@ from sparkdoctor.bench import load
 from sparkdoctor.bench.workload import Workload, WorkloadError
 from sparkdoctor.errors import InputError
 from sparkdoctor.facts import Facts, FactsError
-from sparkdoctor.ledger.compare import Figure, compare_runs, dig, table
+from sparkdoctor.facts_shapes import table
+from sparkdoctor.ledger.compare import Figure, compare_runs, dig
 from sparkdoctor.ledger.store import recipe_hash
 
 CELL = "sparkdoctor bench cell"

@@ -37,10 +37,10 @@ import aiohttp
 
 from sparkdoctor import lookup, proc
 from sparkdoctor.errors import BenchFailure
+from sparkdoctor.inputs import MiB, byte_size
 
 T = TypeVar("T")
 
-MiB = 2**20
 MAX_BODY_BYTES = 16 * MiB  # a whole answer: /v1/models, /version, /metrics (vLLM's: a few hundred KB), a probe's
 MAX_STREAM_BYTES = 64 * MiB  # one streamed answer, unless the caller gives its own cap (bench/client.py does)
 MAX_LINE_BYTES = 1 * MiB  # one line of a stream (a vLLM chat chunk is about 250 bytes)
@@ -136,10 +136,6 @@ async def _quiet(main: Coroutine[object, object, T]) -> T:
     return await main
 
 
-def _size(n: int) -> str:
-    return f"{n // MiB} MiB" if n >= MiB and n % MiB == 0 else f"{n:,} bytes"
-
-
 def _failure(exc: BaseException, ep: Endpoint, what: str, timeout: float, answered: bool) -> HttpError:
     """One line for whatever aiohttp raised."""
 
@@ -171,7 +167,7 @@ def _redirect(what: str, resp: aiohttp.ClientResponse) -> HttpError | None:
 
 
 async def _read_whole(resp: aiohttp.ClientResponse, what: str, max_bytes: int) -> bytes:
-    too_big = HttpError(f"{what}: the answer passed {_size(max_bytes)}, the most bench reads of one")
+    too_big = HttpError(f"{what}: the answer passed {byte_size(max_bytes)}, the most bench reads of one")
     if resp.content_length is not None and resp.content_length > max_bytes:
         raise too_big
     chunks: list[bytes] = []
@@ -291,7 +287,7 @@ async def _read_lines(resp: aiohttp.ClientResponse, what: str, prefix: bytes, ma
         now = time.perf_counter()
         seen += len(data)
         if seen > max_bytes:
-            raise HttpError(f"{what}: the response stream passed {_size(max_bytes)}, the most bench reads of one answer")
+            raise HttpError(f"{what}: the response stream passed {byte_size(max_bytes)}, the most bench reads of one answer")
         cut = data.rfind(b"\n")
         if cut < 0:
             pending += data
@@ -306,6 +302,6 @@ async def _read_lines(resp: aiohttp.ClientResponse, what: str, prefix: bytes, ma
                 if keep(now, line):
                     return
         if len(pending) > MAX_LINE_BYTES:
-            raise HttpError(f"{what}: a line of the stream passed {_size(MAX_LINE_BYTES)} without ending")
+            raise HttpError(f"{what}: a line of the stream passed {byte_size(MAX_LINE_BYTES)} without ending")
     if pending:
         keep(time.perf_counter(), bytes(pending))

@@ -30,7 +30,8 @@ import re
 from collections.abc import Mapping
 from typing import TypedDict
 
-from sparkdoctor.ledger.compare import dig, table
+from sparkdoctor.facts_shapes import table
+from sparkdoctor.ledger.compare import dig
 
 LLAMA_BENCHY = "llama-benchy"
 SPARKRUN = "sparkrun"

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor import orphans
 from sparkdoctor.collect import gpu_health, host_health
 from sparkdoctor.serve.supervisor import stat_of
 
@@ -30,22 +31,6 @@ BUSY_SHARE = 0.25  # other processes using a quarter of the CPUs (at least half 
 BUSY_MIN_CPUS = 0.5
 DIFFER_CPUS = 0.5  # arms whose other-process load differs by this many CPUs (and a quarter of the CPUs)...
 GPU_MEM_DIFFER_MIB = 1024  # ... or by this much other-process GPU memory, ran under different load
-
-
-def _children(pid: int) -> set[int]:
-    found: set[int] = set()
-    stack = [pid]
-    while stack:
-        p = stack.pop()
-        try:
-            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
-        except OSError:
-            continue
-        for k in kids:
-            if k.isdigit() and int(k) not in found:
-                found.add(int(k))
-                stack.append(int(k))
-    return found
 
 
 def _cpu_times() -> dict[int, tuple[str, int, int]]:
@@ -79,9 +64,8 @@ def sample(exclude: set[int] | None = None, window_s: float = WINDOW_S, gpus: bo
            exclude_cgroup: str | None = None) -> dict[str, object]:
     """One load sample (see the module text). `exclude`: pids whose trees are the measurement itself;
     `exclude_cgroup`: a container id whose processes are the server measured (not our children)."""
-    mine = {os.getpid()} | _children(os.getpid())
-    for pid in exclude or set():
-        mine |= {pid} | _children(pid)
+    mine = {os.getpid(), *(exclude or ())}
+    mine |= {c.pid for c in orphans.descendants(mine)}
     try:
         loadavg = [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
     except (OSError, ValueError):

@@ -43,7 +43,7 @@ from sparkdoctor.fix.interface import (
 from sparkdoctor.fix.journal_schema import validate
 from sparkdoctor.inputs import read_bytes, read_text
 from sparkdoctor.locations import state_dir
-from sparkdoctor.targets.fileops import fsync_dir
+from sparkdoctor.targets.fileops import fsync_dir, sha256_of
 from sparkdoctor.targets.files import FileError, FileTransport, LocalFiles
 from sparkdoctor.unsettled import key_digest
 
@@ -214,7 +214,7 @@ def create(header: Mapping[str, object], files: list[tuple[str, str]], dist_file
         dist_rows = {dist: [{"path": p, "copy": None, **(copied[p] or {})} for p in paths] for dist, paths in dist_files.items()}
         boundary("journal-dists")
         saved = wheels(path / "wheels")
-        wheel_files = {f: {"size": (path / "wheels" / f).stat().st_size, "sha256": _sha(path / "wheels" / f)} for f in saved.values() if f}
+        wheel_files = {f: {"size": (path / "wheels" / f).stat().st_size, "sha256": sha256_of(path / "wheels" / f)} for f in saved.values() if f}
         boundary("journal-wheels")
         outside_meta: dict[str, str] | None = None
         if outside is not None:
@@ -250,23 +250,15 @@ def _copy_out(files: FileTransport, names: list[str], journal: Path, folder: str
             continue
         entry: dict[str, object] = {"copy": f"{folder}/{row['name']}", "mode": row["mode"] & 0o7777}
         if with_hash:
-            entry["sha256"] = _sha(dest / row["name"])
+            entry["sha256"] = sha256_of(dest / row["name"])
         out[name] = entry
     return out
-
-
-def _sha(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def sha256_file(path: Path) -> str | None:
     """A file's sha256; None when it cannot be read."""
     try:
-        return _sha(path)
+        return sha256_of(path)
     except OSError:
         return None
 

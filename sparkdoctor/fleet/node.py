@@ -35,8 +35,10 @@ from sparkdoctor.facts_shapes import (
     MapOf,
     Opt,
     ShapeError,
+    array,
     check_field,
     check_value,
+    table,
 )
 from sparkdoctor.fleet.fabric import clean as clean_fabric
 from sparkdoctor.fleet.target import DEFAULT_PYTHON, RemoteTarget
@@ -214,8 +216,8 @@ def _short(problem: str) -> str:
 
 def apply_node(facts: Facts, raw: dict[str, object], received: float, arch: str | None) -> None:
     """Fill Facts from the node probe's answer, in the shapes facts.py documents."""
-    facts.host = _dict(raw.get("host"))
-    driver = _dict(raw.get("driver"))
+    facts.host = table(raw.get("host"))
+    driver = table(raw.get("driver"))
     facts.driver = {k: driver.get(k) for k in ("version", "cuda", "libcuda", "source") if k in driver}
     smi = raw.get("gpus")
     if isinstance(smi, list):
@@ -228,17 +230,17 @@ def apply_node(facts: Facts, raw: dict[str, object], received: float, arch: str 
             facts.arch = assumed("no GPU detected on the node")
     elif not arch:
         facts.arch = assumed("no nvidia-smi on the node")
-    links = [link for link in _list(raw.get("links")) if isinstance(link, dict)]
+    links = [link for link in array(raw.get("links")) if isinstance(link, dict)]
     facts.host_health = {
         "live": True,
         "root": "/",
-        "memory": _dict(raw.get("memory")),
+        "memory": table(raw.get("memory")),
         "links": [{k: v for k, v in link.items() if k != "gids"} for link in links],
-        "gpus": [_gpu_health(g) for g in _list(smi) if isinstance(g, dict)],
-        "errors": [str(e) for e in _list(raw.get("errors"))],
+        "gpus": [_gpu_health(g) for g in array(smi) if isinstance(g, dict)],
+        "errors": [str(e) for e in array(raw.get("errors"))],
     }
     _host_memory(facts.host_health, raw)
-    env = _dict(raw.get("env"))
+    env = table(raw.get("env"))
     if facts.env is not None:
         facts.env = {**facts.env, **{str(k): str(v) for k, v in env.items()}}
 
@@ -247,14 +249,14 @@ def apply_node(facts: Facts, raw: dict[str, object], received: float, arch: str 
     when = raw.get("time")
     facts.fleet = {
         "node": facts.target.get("node") if facts.target else None,
-        "hostname": _dict(raw.get("node")).get("hostname"),
-        "boot_id": _dict(raw.get("node")).get("boot_id"),
+        "hostname": table(raw.get("node")).get("hostname"),
+        "boot_id": table(raw.get("node")).get("boot_id"),
         "driver_flavour": driver.get("flavour"),
-        "cuda_toolkit": _dict(raw.get("cuda_toolkit")).get("version"),
-        "nccl": _dict(raw.get("nccl")),
-        "nccl_conf": [c for c in _list(raw.get("nccl_conf")) if isinstance(c, dict)],
+        "cuda_toolkit": table(raw.get("cuda_toolkit")).get("version"),
+        "nccl": table(raw.get("nccl")),
+        "nccl_conf": [c for c in array(raw.get("nccl_conf")) if isinstance(c, dict)],
         "cma": raw.get("cma") if isinstance(raw.get("cma"), dict) else None,
-        "roce_v2_gid_index": _dict(raw.get("roce_v2_gid_index")),
+        "roce_v2_gid_index": table(raw.get("roce_v2_gid_index")),
         "fabric": clean_fabric(raw.get("fabric")),
         "in_container": raw.get("in_container"),
         "clock_skew_s": round(when - received, 2) if isinstance(when, (int, float)) else None,
@@ -269,14 +271,14 @@ def _host_memory(health: dict[str, Any], raw: dict[str, object]) -> None:
     from sparkdoctor.collect.host_health import memory_of, pressure_of, unified_of
     from sparkdoctor.collect.kernel_log import counts, daemon_counts, parse
 
-    texts = _dict(raw.get("host_texts"))
+    texts = table(raw.get("host_texts"))
     meminfo, psi = texts.get("meminfo"), texts.get("pressure")
     if isinstance(meminfo, str):
         health["memory"] = memory_of(meminfo[:MAX_TEXT]) or health["memory"]
     health["pressure"] = pressure_of(psi[:MAX_TEXT]) if isinstance(psi, str) else None
     if isinstance(health["memory"], dict):
         health["memory"]["unified"] = unified_of(raw.get("pci_ids"))  # a list of text: NODE_ANSWER checked it
-    log = _dict(raw.get("kernel_log"))
+    log = table(raw.get("kernel_log"))
     sent, refusals = log.get("lines"), log.get("refused")
     lines = [line[:4096] for line in (sent if isinstance(sent, list) else []) if isinstance(line, str)][:MAX_KERNEL_LINES]
     health["kernel"] = counts(parse("\n".join(lines))) if isinstance(log.get("source"), str) else None
@@ -284,7 +286,7 @@ def _host_memory(health: dict[str, Any], raw: dict[str, object]) -> None:
     # why each log tried was not read, as check's host health says it (describe.describe_health prints either)
     health["kernel_refused"] = ([str(r)[:300] for r in refusals[:8]] if isinstance(refusals, list) else []) \
         if health["kernel"] is None else []
-    daemons = _dict(raw.get("daemon_log"))  # earlyoom's and systemd-oomd's kills in the node's journal
+    daemons = table(raw.get("daemon_log"))  # earlyoom's and systemd-oomd's kills in the node's journal
     sent = daemons.get("lines")
     lines = [line[:4096] for line in (sent if isinstance(sent, list) else []) if isinstance(line, str)][:MAX_KERNEL_LINES]
     health["oom_daemons"] = daemon_counts("\n".join(lines)) if isinstance(daemons.get("source"), str) else None
@@ -303,10 +305,10 @@ def _memory_holders(raw: dict[str, object]) -> dict[str, object] | None:
     from sparkdoctor.collect.host_health import memory_of
     from sparkdoctor.memory.have import kib_bytes, meminfo_fields
 
-    text = str(_dict(raw.get("host_texts")).get("meminfo") or "")[:MAX_TEXT]
+    text = str(table(raw.get("host_texts")).get("meminfo") or "")[:MAX_TEXT]
     fields, mem = meminfo_fields(text), memory_of(text) or {}
     hugetlb, hugetlb_free = kib_bytes(mem.get("hugetlb_kib")), kib_bytes(mem.get("hugetlb_free_kib"))
-    room = _dict(raw.get("memory_limit"))  # the memory cgroup a launch from the node's shell starts in (NODE_ANSWER checked it)
+    room = table(raw.get("memory_limit"))  # the memory cgroup a launch from the node's shell starts in (NODE_ANSWER checked it)
     return {"free_kib": fields.get("MemFree"), "hugetlb_bytes": hugetlb, "hugetlb_free_bytes": hugetlb_free,
             "limit_bytes": room.get("bytes"), "limit_used_bytes": room.get("used_bytes"), "limit_cgroup": room.get("cgroup"),
             **{key: list(held.get(key) or [])[:MAX_ROWS] for key in ("holders", "others", "containers")},
@@ -317,11 +319,3 @@ def _gpu_health(g: Mapping[str, object]) -> dict[str, object]:
     keys = ("index", "clock_graphics_mhz", "clock_graphics_max_mhz", "clock_memory_mhz", "pstate", "temperature_c",
             "power_w", "memory_used_mib")
     return {k: g.get(k) for k in keys}
-
-
-def _dict(value: object) -> dict[str, object]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: object) -> list[object]:
-    return value if isinstance(value, list) else []

@@ -42,11 +42,6 @@ class Comparison(TypedDict):
     numbers: list[Figure]
 
 
-def table(value: object) -> dict[str, object]:
-    """A JSON object as read, or {} for anything else (missing, null, damaged)."""
-    return value if isinstance(value, dict) else {}
-
-
 def dig(data: object, path: tuple[str, ...]) -> object:
     """The value at `path` in nested JSON objects; None where one of them is missing or not an object."""
     for key in path:

@@ -17,6 +17,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
+from sparkdoctor import orphans
 from sparkdoctor.serve.supervisor import group_members, stat_of
 
 
@@ -28,16 +29,9 @@ def members(pgid: int) -> list[int]:
 def tree(pid: int) -> list[int]:
     """`pid` and every live (non-zombie) process descended from it, read from /proc: a container's processes as the
     host sees them (its first process's pid is the runtime's State.Pid); [] for pid 0 or one that is gone."""
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc") if pid > 0 else ():
-        fields = (stat_of(name) or ("", []))[1] if name.isdigit() else []
-        if len(fields) >= 2 and fields[0] != "Z" and fields[1].isdigit():
-            children.setdefault(int(fields[1]), []).append(int(name))
-    found, todo = [], [pid] if pid > 0 and stat_of(pid) else []
-    while todo:
-        found.append(todo.pop())
-        todo += [c for c in children.get(found[-1], []) if c not in found]
-    return sorted(found)
+    if pid <= 0 or not stat_of(pid):
+        return []
+    return sorted([pid, *(c.pid for c in orphans.descendants({pid}) if c.state != "Z")])  # a zombie has no children
 
 
 @dataclass

@@ -36,11 +36,10 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import NamedTuple
 
 from sparkdoctor import orphans, proc
 from sparkdoctor.serve.groups import Escaped, Teardown
-from sparkdoctor.serve.supervisor import stat_of, token_of
+from sparkdoctor.serve.supervisor import token_of
 
 GRACE_S = 5.0  # SIGTERM to SIGKILL for a process found outside the group (the group already had its grace)
 KILL_WAIT_S = 5.0
@@ -72,28 +71,6 @@ def release(token: str) -> None:
         _active.discard(token)
         if not _active and not orphans.adopted():  # the entry point holds it for the whole run (orphans.py)
             orphans.subreaper(False)
-
-
-class Child(NamedTuple):
-    pid: int
-    state: str  # "Z": a zombie
-    pgrp: int
-    start: int  # clock ticks since boot
-    comm: str
-
-
-def _children() -> list[Child]:
-    """Every child of this process, zombies included."""
-    me, found = os.getpid(), []
-    try:
-        names = [e.name for e in PROC.iterdir() if e.name.isdigit()]
-    except OSError:
-        return []
-    for name in names:
-        comm, fields = stat_of(name) or ("", [])  # nothing: gone while we looked
-        if len(fields) >= 20 and int(fields[1]) == me:
-            found.append(Child(int(name), fields[0], int(fields[2]), int(fields[19]), comm))
-    return found
 
 
 def _command(pid: int, comm: str) -> str:
@@ -129,7 +106,7 @@ class _Search:
         self.found: dict[int, Escaped] = {}
         self.others: set[int] = set()  # children that are not this launch's: looked at once, left alone
 
-    def _ours(self, child: Child) -> bool:
+    def _ours(self, child: orphans.Child) -> bool:
         if self.floor is not None and child.start < self.floor:
             return False
         carried = token_of(child.pid) if child.state != "Z" else None
@@ -137,7 +114,7 @@ class _Search:
 
     def look(self, sig: int, how: str) -> int:
         """Signal each new one (a zombie is only reaped), reap what ended; the count of new ones."""
-        children = _children()  # first: a child listed here that proc started is registered by the next line
+        children = orphans.children()  # first: a child listed here that proc started is registered by the next line
         skip = set(proc.live_pids()) | self.exclude | self.others
         new = 0
         for child in children:

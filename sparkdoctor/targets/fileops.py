@@ -34,7 +34,8 @@ def _why(exc):
     return getattr(exc, "strerror", None) or str(exc)
 
 
-def _sha256(path):
+def sha256_of(path) -> str:
+    """A file's sha256 (hex), read in 1 MiB chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -71,7 +72,7 @@ def info(paths, with_hash=False):
                "read_only_fs": _read_only_fs(path), "real": os.path.realpath(path)}
         if with_hash and kind in ("file", "link") and os.path.isfile(path):
             try:
-                row["sha256"] = _sha256(path)
+                row["sha256"] = sha256_of(path)
             except OSError:
                 row["sha256"] = None
         out[path] = row

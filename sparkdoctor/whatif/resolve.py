@@ -21,6 +21,7 @@ from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.facts import Facts
+from sparkdoctor.facts_shapes import table
 from sparkdoctor.proc import ProcResult
 from sparkdoctor.targets.early import PIP_NO_SITE, own_pip_folder, own_pip_misfit
 from sparkdoctor.targets.interface import Target
@@ -176,8 +177,8 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
         name = canonicalize_name(str(meta.get("name", "")))
         if not name:
             continue
-        info = _dict(item.get("download_info"))
-        hashes = _dict(_dict(info.get("archive_info")).get("hashes"))
+        info = table(item.get("download_info"))
+        hashes = table(table(info.get("archive_info")).get("hashes"))
         old = (facts.package(name) or {}).get("version")
         new = str(meta.get("version"))
         url, sha256 = info.get("url"), hashes.get("sha256")
@@ -188,10 +189,6 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
 
 # no pip in the target, or one older than `install --dry-run --report` (pip 22.2): sparkdoctor's pip resolves instead
 _NO_DRY_RUN = re.compile(r"No module named pip|no such option: --(?:dry-run|report)")
-
-
-def _dict(value: object) -> dict[str, object]:
-    return value if isinstance(value, dict) else {}
 
 
 _FETCH_FAILED = re.compile(r"Could not fetch URL (\S+?): (.*?)(?: - skipping)?$", re.MULTILINE)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor import proc
+from sparkdoctor import orphans, proc
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.serve import launch, reaper
 from sparkdoctor.serve.groups import Escaped, Teardown, members
@@ -113,7 +113,7 @@ def test_a_daemon_that_left_the_group_is_stopped_reaped_and_named_in_the_teardow
         assert report.to_dict()["escaped"]
         # every process found was reaped (the double fork's middle process too): no zombie child is left behind
         assert all(e.gone for e in report.escaped)
-        children = reaper._children()
+        children = orphans.children()
         assert not {c.pid for c in children} & {e.pid for e in report.escaped}
         assert [c for c in children if c.state == "Z"] == []
     finally:
