@@ -31,7 +31,7 @@ from sparkdoctor.fix.interface import (
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.model import Plan, Step
 from sparkdoctor.fix.restore import Restorer
-from sparkdoctor.targets.files import FileError, FileTransport
+from sparkdoctor.targets.files import FileError, FileTransport, LinkRefused
 
 
 @dataclass
@@ -184,7 +184,8 @@ def verify_all(actions: list[StepAction]) -> list[str]:
 
 
 def reverse_all(executed: list[StepAction], record: Callable[[list[dict]], None]) -> list[dict]:
-    """Reverse the executed actions, last first; every reverse runs even when one before it failed.
+    """Reverse the executed actions, last first; every reverse runs even when one before it failed (but a write that
+    met a link: LinkRefused stops the rollback there).
     `record` gets the list so far after each one (the journal keeps it)."""
     done: list[dict] = []
     for i in range(len(executed) - 1, -1, -1):
@@ -192,6 +193,8 @@ def reverse_all(executed: list[StepAction], record: Callable[[list[dict]], None]
         row = {"step": i + 1, "action": a.describe(), "ok": True, "error": None}
         try:
             a.reverse()
+        except LinkRefused:
+            raise  # a link met at a write: the rollback stops there, nothing written through it (apply._reverse)
         except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 (collected, the next reverse still runs)
             row.update(ok=False, error=failure_text(exc))
         done.append(row)

@@ -56,7 +56,13 @@ from sparkdoctor.fix.model import Plan, Step
 from sparkdoctor.fix.pdeath import children_die_with_parent
 from sparkdoctor.fix.restore import Restorer, verify_rolled_back
 from sparkdoctor.names import canonicalize_name
-from sparkdoctor.targets.files import FileError, FileTransport, LocalFiles, transport_of
+from sparkdoctor.targets.files import (
+    FileError,
+    FileTransport,
+    LinkRefused,
+    LocalFiles,
+    transport_of,
+)
 from sparkdoctor.targets.local import Target
 
 KILL_ENV = "SPARKDOCTOR_FIX_KILL_AT"
@@ -259,13 +265,14 @@ def rollback(target: Target, journal: jr.Journal, installer_for: Callable[[Inven
     sides = sides_of(target)
     with nullcontext() if dry_run else jr.target_lock(*lock_of(target, record)), children_die_with_parent():
         inventory = inv_mod.read(target, before_changes=True)
-        refuse_stray_paths(journal, inventory, label, sides["target"])
+        roots, lands = refuse_stray_paths(journal, inventory, label, sides["target"])
         installer = installer_for(inventory)
         restorer = Restorer(target, journal, installer, sides, Boundaries("rollback"))
         problems = restorer.prepare()
         if problems:
             raise JournalError(f"journal {journal.id} cannot restore this target: {problems[0]}; nothing was changed")
         restorer.judge_outside()
+        restorer.pin_writes(roots, lands)
         plan = Plan.from_dict(journal.data["plan"])
         if dry_run:
             return would_reverse(plan.steps[:_executed_count(journal, len(plan.steps))], restorer)
@@ -318,6 +325,10 @@ def _reverse(target: Target, journal: jr.Journal, executed: list[StepAction], re
         reversed_rows = reverse_all(executed, record)
         step("files")
         verified = verify_rolled_back(target, journal, sides, restorer.installer, restorer.outside_since)
+    except LinkRefused as exc:
+        raise JournalError(f"journal {journal.id}: {exc}: the rollback stopped at this write (what it put back before it "
+                           f"stays, and the target stays marked as a rollback under way); remove the link, then run "
+                           f"`sparkdoctor fix --rollback {journal.id}` again") from None
     except FileError as exc:
         raise FixError(str(exc)) from None
     verified["reversed"] = reversed_rows

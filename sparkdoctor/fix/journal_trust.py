@@ -13,7 +13,9 @@ names them: so it acts only on a journal this machine's fix wrote, and writes on
   be named but is never written: a file there must be as the journal's copy has it. The edited files (an env file, a
   pin file) may lie anywhere, as the user named them: the first two rules trust them, and a rollback writes one only
   while it holds byte for byte what the apply left or what was there before (restore.py).
-Each refusal is one line, exit 4 (JournalError), and nothing was done from the journal.
+Each refusal is one line, exit 4 (JournalError), and nothing was done from the journal. The writes then go where this
+check saw them and follow no link on the way (Restorer.pin_writes, targets/fileops.py: write_under): a link planted
+while the rollback runs is refused at the write (exit 4 too, after changes: the rollback stops there, unfinished).
 """
 
 from __future__ import annotations
@@ -51,11 +53,14 @@ def _judge(path: str, st: os.stat_result, me: int) -> None:
         raise JournalError(f"{path} {why}: the journal is not trusted; nothing was done from it")
 
 
-def refuse_stray_paths(journal: Journal, inventory: Inventory, label: str, files: FileTransport) -> None:
+def refuse_stray_paths(journal: Journal, inventory: Inventory, label: str,
+                       files: FileTransport) -> tuple[list[str], dict[str, str]]:
     """One line when a file of a touched dist that the journal names lies outside the target's environment: by its
     text, then where a write to it lands, every link in its path followed (a folder inside the venv linked to the
     home folder takes the write there). A venv's base installation is never written (a venv's pip leaves it: "outside
-    environment"): a file there is named only if the rollback would leave it as it is."""
+    environment"): a file there is named only if the rollback would leave it as it is. Returns the target's roots
+    and where each path lands, both resolved: the rollback writes there and follows no link on the way
+    (Restorer.pin_writes), so a link planted after this check is refused at the write, not followed."""
     writable = [r for r in [inventory.prefix, *([] if inventory.is_venv else [inventory.user_base])] if r]
     read_only = [inventory.base_prefix] if inventory.is_venv and inventory.base_prefix else []
     roots = [posixpath.normpath(r) for r in [*writable, *read_only]]
@@ -84,6 +89,7 @@ def refuse_stray_paths(journal: Journal, inventory: Inventory, label: str, files
         raise JournalError(f"journal {journal.id} names {path}, which is {where} once its links are followed, outside the "
                            f"target {label} ({', '.join(inside)}): a rollback writes only inside the environment it "
                            "restores; nothing was changed")
+    return inside, lands
 
 
 def _under(path: str, roots: list[str]) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from pathlib import Path
 
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
@@ -31,6 +32,9 @@ class Restorer:
         self.packages_restored = False
         self.notes: list[str] = []
         self.outside_since: list[str] = []  # files outside the plan changed since a finished apply: left as they are
+        # `fix --rollback` (pin_writes): the roots the dists' files are written under and where each path lands, as
+        # checked before anything changed; None: written as their paths say (the apply's own rollback)
+        self.contained: tuple[list[str], dict[str, str]] | None = None
 
     # ---- verify before destroying ---------------------------------------------------------------------
     def _wheels(self) -> dict[str, str]:
@@ -136,6 +140,29 @@ class Restorer:
                               "they are written again from their released wheels, fetched from the package index (the "
                               "journal holds no copy of them)")
 
+    def pin_writes(self, roots: list[str], lands: dict[str, str]) -> None:
+        """Where every write of this rollback goes, fixed before anything changes (journal_trust.refuse_stray_paths
+        checked it): a dist's file at the path it resolved to, under the target's resolved roots; an edited file at
+        the file its path names now, every link followed (the apply wrote through a link the same way). The writes
+        then open each folder from the root down and follow no link (fileops.write_under): one planted while the
+        rollback runs (after pip's reinstall, before the copies are written) is refused, not written through."""
+        lands = dict(lands)
+        for side in ("target", "host"):
+            paths = [r["path"] for r in self.data["files"] if r.get("side", "target") == side and r["existed"]]
+            rows = self.sides[side].info(paths) if paths else {}
+            lands.update({f"{side}:{p}": str((rows.get(p) or {}).get("real") or p) for p in paths})
+        self.contained = (roots, lands)
+
+    def _write(self, files: FileTransport, items: list[tuple[Path, str, int | None]], side: str | None = None) -> None:
+        """import_files, through no link when the writes were pinned (pin_writes): a dist's file (side None) under
+        the target's roots, an edited file from the root folder down to the file the check saw."""
+        if self.contained is None:
+            files.import_files(items)
+            return
+        roots, lands = self.contained
+        key = (lambda p: p) if side is None else (lambda p: f"{side}:{p}")
+        files.import_files([(src, lands.get(key(p), p), mode) for src, p, mode in items], roots if side is None else ["/"])
+
     # ---- the packages ---------------------------------------------------------------------------------
     def restore_packages(self) -> None:
         """Every touched dist back as it was (once: a second call finds it done)."""
@@ -162,7 +189,7 @@ class Restorer:
         self.boundary("reinstalled")
         rows = {row["path"]: row for dist_rows in data["dist_files"].values() for row in dist_rows if row.get("copy")}
         now_hashes = hashes(files, list(rows))
-        files.import_files([(self.journal.path / r["copy"], p, r.get("mode")) for p, r in rows.items()
+        self._write(files, [(self.journal.path / r["copy"], p, r.get("mode")) for p, r in rows.items()
                             if now_hashes.get(p) != jr.sha256_file(self.journal.path / r["copy"])])
         self.boundary("dist-files")
         self.packages_restored = True
@@ -188,7 +215,7 @@ class Restorer:
             files = self.sides[side]
             now = hashes(files, [path]).get(path)
             if r["existed"] and now != r["sha256"]:
-                files.import_files([(self.journal.path / r["copy"], path, r.get("mode"))])
+                self._write(files, [(self.journal.path / r["copy"], path, r.get("mode"))], side)
             elif not r["existed"] and now is not None:
                 files.remove([path])
 

@@ -33,7 +33,7 @@ from sparkdoctor import proc
 from sparkdoctor.errors import seconds_from_env
 from sparkdoctor.targets import fileops as ops
 from sparkdoctor.targets.container_reap import reaped
-from sparkdoctor.targets.files import FileError
+from sparkdoctor.targets.files import FileError, LinkRefused
 
 
 def small_timeout() -> float:
@@ -89,7 +89,8 @@ class ContainerFiles:
         lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
         said = [ln[len("sparkdoctor-fileops: "):] for ln in lines if ln.startswith("sparkdoctor-fileops: ")]
         if said and not res.timed_out:
-            return FileError(f"{self.where}: {said[-1]}")
+            link = said[-1].startswith("link: ")
+            return (LinkRefused if link else FileError)(f"{self.where}: {said[-1][len('link: ') if link else 0:]}")
         why = res.describe_failure() if res.timed_out or res.start_error or not lines else lines[-1][:300]
         return FileError(f"{self.where}: {what}: {why}")
 
@@ -166,8 +167,9 @@ class ContainerFiles:
                 raise FileError(f"{self.where}: the copy out is damaged: {exc}") from None
         return out
 
-    def import_files(self, items):
-        """Each (host file, target path, mode) written in the container, atomically, in one tar stream."""
+    def import_files(self, items, roots=None):
+        """Each (host file, target path, mode) written in the container, atomically, in one tar stream; with `roots`,
+        by fileops.write_under in the container: its folders opened one by one there, refusing a link on the way."""
         items = list(items)
         if not items:
             return 0
@@ -175,7 +177,8 @@ class ContainerFiles:
             stream = Path(tmp) / "in.tar"
             try:
                 with tarfile.open(stream, mode="w") as tar:
-                    request = json.dumps({"items": [[str(i), path, mode] for i, (_src, path, mode) in enumerate(items)]}).encode()
+                    rows = [[str(i), path, mode] for i, (_src, path, mode) in enumerate(items)]
+                    request = json.dumps({"items": rows, **({} if roots is None else {"roots": list(roots)})}).encode()
                     head = tarfile.TarInfo(ops.REQUEST_MEMBER)
                     head.size = len(request)
                     tar.addfile(head, io.BytesIO(request))

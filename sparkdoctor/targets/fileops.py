@@ -7,7 +7,9 @@ As a script it reads one JSON request line on stdin and answers one JSON line on
 two bulk operations that move raw bytes without base64: `export` writes a tar stream of the named
 files on stdout, and `import` reads a tar stream on stdin whose first member (`.request.json`) says
 where every other member goes. Every write is atomic (temp + fsync + rename, the mode kept), so a
-file in the target is always either its old bytes or its new ones. Errors are one line.
+file in the target is always either its old bytes or its new ones. A rollback's writes (write_under) also follow no
+link: each folder is opened from a root down with O_NOFOLLOW, the file made and renamed by the folder's fd, so a link
+planted while it runs is refused, not written through. Errors are one line.
 """
 
 import base64
@@ -28,6 +30,10 @@ MAX_READ = 16 * 1024 * 1024  # `read` is for text files a plan edits (pins, env 
 
 class OpError(Exception):
     """One line: what failed, on which path, why."""
+
+
+class LinkError(OpError):
+    """A write under a root met a symbolic link (or a path outside every root) on its way: refused, not followed."""
 
 
 def _why(exc):
@@ -121,6 +127,85 @@ def write(path, data, mode=None):
                 os.unlink(tmp)
 
 
+def _refused(path, why):
+    return LinkError("%s: not written: %s, and this write follows no link" % (path, why))
+
+
+def _folder_fd(root, parts, path):
+    """An fd of root/parts...: root opened as it is, each part below it with O_NOFOLLOW | O_DIRECTORY from the fd of
+    the one before (a missing folder is made there), so no link on the way is followed, whenever it was planted."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for i, part in enumerate(parts):
+            if part in ("", ".", ".."):
+                raise _refused(path, "its path is not normal")
+            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                nxt = os.open(part, flags, dir_fd=fd)
+            except FileNotFoundError:
+                with contextlib.suppress(FileExistsError):  # made meanwhile: opened as any other
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                nxt = os.open(part, flags, dir_fd=fd)
+            except OSError:
+                if stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode):
+                    raise _refused(path, "%s is a symbolic link" % os.path.join(root, *parts[:i + 1]))
+                raise
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def write_under(roots, path, data, mode=None):
+    """write(), but only inside one of `roots` and through no link: the file's folders are opened one by one from the
+    deepest root the path lies under (_folder_fd), the file made under a temporary name in that folder's fd (O_EXCL |
+    O_NOFOLLOW), its owner and mode set by fd, then renamed over the old one by fd. A link on the way, or in the file's
+    place, is refused (LinkError), whenever it was planted: nothing is written through it."""
+    root = max((r for r in roots if path.startswith(r.rstrip("/") + "/")), key=len, default=None)
+    if root is None:
+        raise _refused(path, "it lies outside %s" % ", ".join(roots))
+    parts = path[len(root.rstrip("/")) + 1:].split("/")
+    name, tmp, dfd = parts[-1], None, None
+    try:
+        dfd = _folder_fd(root, parts[:-1], path)
+        if name in ("", ".", ".."):
+            raise _refused(path, "its path is not normal")
+        try:
+            old = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            old = None
+        if old is not None and stat.S_ISLNK(old.st_mode):
+            raise _refused(path, "it is a symbolic link")
+        if mode is None and old is not None:
+            mode = stat.S_IMODE(old.st_mode)
+        tmp = ".%s.%s.tmp" % (name, base64.b32encode(os.urandom(10)).decode("ascii").lower())
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            if old is not None and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
+                with contextlib.suppress(PermissionError):  # as write(): root keeps the owner
+                    os.fchown(fh.fileno(), old.st_uid, old.st_gid)
+            os.fchmod(fh.fileno(), 0o644 if mode is None else mode)
+            os.fsync(fh.fileno())
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        tmp = None
+        with contextlib.suppress(OSError):
+            os.fsync(dfd)
+    except LinkError:
+        raise
+    except OSError as exc:
+        raise OpError("%s: cannot write: %s" % (path, _why(exc)))
+    finally:
+        if tmp is not None and dfd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+        if dfd is not None:
+            os.close(dfd)
+
+
 def fsync_dir(folder):
     """Make a rename in `folder` durable; a file system that cannot fsync a folder is left at that."""
     try:
@@ -200,19 +285,25 @@ def export_tar(paths, out):
 
 
 def import_tar(stream):
-    """Write every member of a tar stream to where its request says, atomically; returns the count."""
+    """Write every member of a tar stream to where its request says, atomically (with its `roots`: write_under them);
+    returns the count."""
     done = 0
     with tarfile.open(fileobj=stream, mode="r|") as tar:
-        where = None
+        where, roots = None, None
         for member in tar:
             data = tar.extractfile(member).read() if member.isfile() else b""
             if where is None:
                 if member.name != REQUEST_MEMBER:
                     raise OpError("import: the stream does not start with its request")
-                where = {name: (path, mode) for name, path, mode in json.loads(data.decode("utf-8"))["items"]}
+                request = json.loads(data.decode("utf-8"))
+                where = {name: (path, mode) for name, path, mode in request["items"]}
+                roots = request.get("roots")
                 continue
             path, mode = where[member.name]
-            write(path, data, mode)
+            if roots is None:
+                write(path, data, mode)
+            else:
+                write_under(roots, path, data, mode)
             done += 1
     return done
 
@@ -252,7 +343,8 @@ def main():
         else:
             sys.stdout.write(json.dumps(handle(json.loads(sys.stdin.readline()))) + "\n")
     except (OpError, KeyError, ValueError, tarfile.TarError) as exc:
-        sys.stderr.write("sparkdoctor-fileops: %s\n" % str(exc).replace("\n", " "))
+        said = ("link: " if isinstance(exc, LinkError) else "") + str(exc).replace("\n", " ")
+        sys.stderr.write("sparkdoctor-fileops: %s\n" % said)
         return 1
     return 0
 

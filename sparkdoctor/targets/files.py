@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sparkdoctor.targets import fileops as ops
-from sparkdoctor.targets.interface import FileError, FileTransport, Target  # noqa: F401 (re-exported)
+from sparkdoctor.targets.interface import FileError, FileTransport, LinkRefused, Target  # noqa: F401 (re-exported)
 
 
 def hashes(transport: FileTransport, paths: list[str]) -> dict[str, str | None]:
@@ -33,6 +33,8 @@ class LocalFiles:
     def _do(self, fn, *args):
         try:
             return fn(*args)
+        except ops.LinkError as exc:
+            raise LinkRefused(str(exc)) from None
         except ops.OpError as exc:
             raise FileError(str(exc)) from None
 
@@ -65,13 +67,16 @@ class LocalFiles:
                 raise FileError(f"{path}: cannot copy: {exc.strerror or exc}") from None
         return out
 
-    def import_files(self, items):
+    def import_files(self, items, roots=None):
         for src, path, mode in items:
             try:
                 data = Path(src).read_bytes()
             except OSError as exc:
                 raise FileError(f"{src}: cannot read: {exc.strerror or exc}") from None
-            self._do(ops.write, path, data, mode)
+            if roots is None:
+                self._do(ops.write, path, data, mode)
+            else:
+                self._do(ops.write_under, list(roots), path, data, mode)
         return len(items)
 
     @contextmanager

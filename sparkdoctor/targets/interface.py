@@ -43,6 +43,11 @@ class FileError(TargetUnprobeable, RuntimeError):
     code = "target-file"
 
 
+class LinkRefused(FileError):
+    """A write under the target's roots met a symbolic link on its way (or a path outside them): nothing was written
+    through it (targets/fileops.py: write_under)."""
+
+
 class FileTransport(Protocol):
     """The target's files, as `fix` reads, copies and writes them; every write is atomic."""
 
@@ -67,8 +72,9 @@ class FileTransport(Protocol):
         """Copy `paths` out of the target into the host folder `dest`."""
         ...
 
-    def import_files(self, items: list[tuple[Path, str, int | None]]) -> int:
-        """Copy (host file, target path, mode) into the target; how many were written."""
+    def import_files(self, items: list[tuple[Path, str, int | None]], roots: list[str] | None = None) -> int:
+        """Copy (host file, target path, mode) into the target; how many were written. With `roots`, every path must
+        lie under one of them and is written through no link (LinkRefused otherwise: fileops.write_under)."""
         ...
 
     def scratch(self) -> AbstractContextManager[str]:
