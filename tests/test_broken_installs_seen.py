@@ -175,3 +175,13 @@ def test_whatif_keeps_a_record_less_install_and_says_the_upgrade_stops(venv, whe
     rows = [r for r in document["unchanged"] if r["id"] == f"no-record-{NAME}"]
     assert rows and rows[0]["title"].startswith(f"{NAME} 0.1.0: "), document["unchanged"]
     assert any("has no RECORD: pip cannot uninstall it, so the upgrade would stop there" in n for n in document["notes"])
+
+
+def test_the_stack_line_says_what_imports_without_metadata():
+    from sparkdoctor.describe import describe_package
+    from sparkdoctor.facts import Facts
+
+    facts = Facts.from_dict({"schema": 1, "packages": {}, "modules_without_metadata": [
+        {"module": "triton", "distribution": "triton", "path": "/v/site-packages/triton", "version": "3.8.0"}]})
+    assert describe_package(facts, "triton") == "no metadata (3.8.0 imports)"
+    assert describe_package(facts, "torch") == "not installed"
