@@ -78,7 +78,7 @@ def check(request: CheckRequest) -> CheckOutcome:
             raise UsageError(f"--save-facts {request.save_facts}: {exc.strerror or exc}") from None
     notes = _unknown_ignores(matrix, request.ignore, cfg)
     notes += matrix.notes()  # `matrix update` installed one and it cannot be used
-    notes += _copied_venv(request.target) + own_environment(request.target, facts)
+    notes += target_notes(request.target, facts)
     report = build_report(facts, matrix, fail_on=request.fail_on or cfg.fail_on or "error", ignore={*request.ignore, *cfg.ignore})
     by_config = [i for i in report.ignored if i in cfg.ignore]
     if by_config:  # the file that silenced findings, named wherever the count is shown
@@ -103,8 +103,7 @@ SHOWN_UNKNOWN = 5  # unknown ignore ids named one per line, per source; the rest
 def _unknown_ignores(matrix: Matrix, ignore: Sequence[str], cfg: Config) -> list[str]:
     """An ignore that names no entry ignores nothing: say so (a warning, not an error, so a config shared by
     boxes on different matrix versions keeps working). probe-<id>, requires-<component>-..., files-missing-<dist>,
-    no-metadata-<dist> and no-record-<dist>
-    findings come from the engine, not the matrix, and are always accepted."""
+    no-metadata-<dist> and no-record-<dist> findings come from the engine, not the matrix, and are always accepted."""
     from sparkdoctor.findings import ENGINE_FINDING_PREFIXES
 
     known = {e.id for e in matrix.entries}
@@ -116,6 +115,12 @@ def _unknown_ignores(matrix: Matrix, ignore: Sequence[str], cfg: Config) -> list
         if len(unknown) > SHOWN_UNKNOWN:  # a file that names thousands must not bury the log
             notes.append(f"{source}: {len(unknown) - SHOWN_UNKNOWN:,} more ids that no matrix entry has; they ignore nothing")
     return notes
+
+
+def target_notes(target: Target | None, facts: Facts) -> list[str]:
+    """The warnings about the target itself that check prints on stderr (and fix, planning for the same target)."""
+    target = getattr(target, "inner", target)  # fix --env-file wraps the target it names
+    return _copied_venv(target) + own_environment(target, facts)
 
 
 def _copied_venv(target: Target | None) -> list[str]:

@@ -176,12 +176,13 @@ def describe_box(facts) -> list[tuple[str, str]]:
 
 
 def describe_package(facts, name: str) -> str:
-    """`2.13.0+cu130 (CUDA 13.0)`, `not installed`, or `unknown`."""
+    """`2.13.0+cu130 (CUDA 13.0)`, `not installed`, `no metadata (3.8.0 imports)`, or `unknown`."""
     if facts.packages is None:
         return "unknown"
     pkg = facts.package(name)
-    if pkg is None:
-        return "not installed"
+    if pkg is None:  # a package that imports with no .dist-info (no-metadata-*): pip does not list it, Python imports it
+        found = [m for m in getattr(facts, "modules_without_metadata", None) or [] if m.get("distribution") == name]
+        return f"no metadata ({found[0].get('version') or 'a version'} imports)" if found else "not installed"
     text = str(pkg.get("version"))
     if name == "torch":
         if pkg.get("cuda"):

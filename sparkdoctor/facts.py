@@ -132,13 +132,17 @@ class Facts:
     # unreadable, name and version come from the folder name); tracked ones add "integrity": "ok" | "modified" |
     # "unchecked" | "no-record", "files_modified", "files_missing", "files_unreadable": [{"path", "error"}],
     # "files_shared": {path: [other dists listing it]}, "files_overwritten": {path: "dist version" whose RECORD the
-    # bytes match (not a modification)}, "files_checked", "files_unverified", "direct_url" (PEP 610); torch adds
+    # bytes match (not a modification)}, "files_checked", "files_unverified", "direct_url" (PEP 610), "no_record": the
+    # .dist-info folder when it has no RECORD (pip cannot uninstall it); torch adds
     # "cuda" (None: CPU build), "git_version" and, when torch/version.py cannot tell, "build_error" (build unknown).
     # None: some sys.path folder could not be listed, so any package may be there (unknown)
     packages: dict[str, dict[str, Any]] | None = None
     # {"active_build": "libs-cu13" | "libs-base" | "libs-cu12" | "unknown" | None (not installed), "bundled_cuda":
     # "13.1", "installed_builds": [...], "evidence", "sha256", "files": [...]}
     cutedsl: dict[str, Any] | None = None
+    # [{"module": "triton", "distribution": "triton", "path", "version": from its `__version__ = '...'` or None}]: a tracked
+    # component's top-level package on sys.path that no metadata folder describes (pip does not list it); None: not looked
+    modules_without_metadata: list[dict[str, str | None]] | None = None
     flashinfer_kernels: FlashinferKernelFacts | None = None  # None: FlashInfer not installed, or an older snapshot
     env: dict[str, str] | None = None  # secret-looking values redacted
     # [{"file", "line", "source", "requirement", "name", "specifier", "marker", "extras", "url", "included_from"}]

@@ -31,7 +31,16 @@ from sparkdoctor.matrix import (
     version_in,
 )
 from sparkdoctor.matrix.freshness import knowledge
-from sparkdoctor.requires import Unmet, incomplete_installs, unmet_requirements
+from sparkdoctor.requires import (
+    Incomplete,
+    NoRecord,
+    Unlisted,
+    Unmet,
+    incomplete_installs,
+    record_less_installs,
+    unlisted_installs,
+    unmet_requirements,
+)
 from sparkdoctor.text import clip, one_line
 from sparkdoctor.vocab import Verdict
 
@@ -363,14 +372,23 @@ def requirement_findings(facts: Facts) -> list[Finding]:
 
 
 MISSING_FILES_PREFIX = "files-missing-"  # files-missing-<distribution>: error when importing it fails, else warn
-ENGINE_FINDING_PREFIXES = (PROBE_FINDING_PREFIX, REQUIRES_FINDING_PREFIX, MISSING_FILES_PREFIX)  # no matrix entry has them
+NO_METADATA_PREFIX = "no-metadata-"  # no-metadata-<distribution>: its package imports, no .dist-info describes it (warn)
+NO_RECORD_PREFIX = "no-record-"  # no-record-<distribution>: a .dist-info without RECORD, pip cannot uninstall it (warn)
+# no matrix entry has them
+ENGINE_FINDING_PREFIXES = (PROBE_FINDING_PREFIX, REQUIRES_FINDING_PREFIX, MISSING_FILES_PREFIX, NO_METADATA_PREFIX,
+                           NO_RECORD_PREFIX)
 
 
-def missing_files_findings(facts: Facts) -> list[Finding]:
-    """The engine's findings for tracked distributions whose RECORD lists files that are gone (sparkdoctor.requires)."""
-    return [Finding(id=f"{MISSING_FILES_PREFIX}{gone.name}", severity="error" if gone.import_root_gone else "warn",
-                    action="fix", title=gone.title, summary=gone.summary, remedy=gone.remedy, evidence=gone.evidence,
-                    refs=[], component=gone.name, evidence_level="reproduced") for gone in incomplete_installs(facts)]
+def install_findings(facts: Facts) -> list[Finding]:
+    """The engine's findings for tracked distributions installed in a broken way (sparkdoctor.requires): files their
+    RECORD lists are gone, a package that imports with no metadata, a .dist-info with no RECORD."""
+    found: list[tuple[str, str, Incomplete | Unlisted | NoRecord]] = [
+        (f"{MISSING_FILES_PREFIX}{gone.name}", "error" if gone.import_root_gone else "warn", gone) for gone in incomplete_installs(facts)]
+    found += [(f"{NO_METADATA_PREFIX}{one.name}", "warn", one) for one in unlisted_installs(facts)]
+    found += [(f"{NO_RECORD_PREFIX}{one.name}", "warn", one) for one in record_less_installs(facts)]
+    return [Finding(id=i, severity=severity, action="fix", title=one.title, summary=one.summary, remedy=one.remedy,
+                    evidence=one.evidence, refs=[], component=one.name, evidence_level="reproduced")
+            for i, severity, one in found]
 
 
 def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: set[str] | None = None) -> Report:
@@ -385,7 +403,7 @@ def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: s
             finding.evidence.append(line)
     probe_findings, unverified = check_probes(facts, matched)
     unfinished = unfinished_fix_finding(facts)
-    probe_findings += ([unfinished] if unfinished else []) + requirement_findings(facts) + missing_files_findings(facts)
+    probe_findings += ([unfinished] if unfinished else []) + requirement_findings(facts) + install_findings(facts)
     findings += [f for f in probe_findings if f.id not in ignore]
     findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.component, f.id))
     ignored = sorted([ev.entry.id for ev in matched if ev.entry.id in ignore] + [f.id for f in probe_findings if f.id in ignore])

@@ -152,3 +152,89 @@ def incomplete_installs(facts: Facts) -> list[Incomplete]:
             out.append(Incomplete(str(pkg.get("name") or name), str(pkg.get("version")), [str(m) for m in missing],
                                   checked if isinstance(checked, int) and checked >= len(missing) else len(missing)))
     return out
+
+
+def _reinstall(name: str, version: str | None) -> str:
+    return f"`python -m pip install --force-reinstall --no-deps '{name}=={version}'`" if version else \
+        f"`python -m pip install --force-reinstall --no-deps '{name}==VERSION'` with the version it should be"
+
+
+@dataclass(frozen=True)
+class Unlisted:
+    """A tracked component's top-level package that imports (its files are on sys.path) with no metadata folder."""
+
+    name: str  # the distribution it belongs to
+    module: str
+    path: str
+    version: str | None  # what its `__version__ = '...'` says
+
+    @property
+    def title(self) -> str:
+        return f"{self.name}{' ' + self.version if self.version else ''}: `import {self.module}` finds its files, but no " \
+               "distribution metadata describes them"
+
+    @property
+    def summary(self) -> str:
+        return (f"{self.path} is on the target's sys.path, but no {self.name} .dist-info (or .egg-info) is: pip does not list "
+                f"it, `pip check` and the resolver take {self.name} for not installed, and sparkdoctor, which reads versions "
+                f"from that metadata, does not judge {self.name}'s matrix entries. A .dist-info deleted by hand or by an "
+                "image clean-up, or files copied in without pip, leave this.")
+
+    @property
+    def remedy(self) -> str:
+        return (f"reinstall it in the target ({_reinstall(self.name, self.version)}): pip writes the metadata back and "
+                f"replaces the files; or delete {self.path} if it was meant to go")
+
+    @property
+    def evidence(self) -> list[str]:
+        return [f"found: {clip(one_line(self.path), 200)} (version {self.version or 'not written in its files'}); "
+                f"metadata: no {self.name} .dist-info on sys.path"]
+
+
+def unlisted_installs(facts: Facts) -> list[Unlisted]:
+    """The snapshot's modules_without_metadata (a snapshot of an older sparkdoctor has none)."""
+    out = []
+    for row in facts.modules_without_metadata or []:
+        if isinstance(row, Mapping) and facts.package(str(row.get("distribution"))) is None:
+            version = row.get("version")
+            out.append(Unlisted(str(row.get("distribution")), str(row.get("module")), str(row.get("path")),
+                                version if isinstance(version, str) else None))
+    return out
+
+
+@dataclass(frozen=True)
+class NoRecord:
+    """A tracked distribution installed as a .dist-info whose RECORD is gone: pip cannot uninstall or replace it."""
+
+    name: str
+    version: str
+    info_dir: str
+
+    @property
+    def title(self) -> str:
+        return f"{self.name} {self.version}: its .dist-info has no RECORD, so pip cannot uninstall or upgrade it cleanly"
+
+    @property
+    def summary(self) -> str:
+        return (f"RECORD lists the files pip installed for {self.name}; without it `pip uninstall` stops (\"uninstall-no-"
+                "record-file\"), an upgrade cannot remove the old release's files, and sparkdoctor cannot check them "
+                "(integrity: no-record). A RECORD deleted by hand or by an image clean-up, or an installer that wrote none, "
+                "leave this.")
+
+    @property
+    def remedy(self) -> str:
+        return (f"write it again in the target (`python -m pip install --ignore-installed --no-deps '{self.name}=={self.version}'`): "
+                "pip writes its files and a new RECORD over the old ones (pip's own hint, --force-reinstall, stops on the "
+                "missing RECORD the same way)")
+
+    @property
+    def evidence(self) -> list[str]:
+        return [f"no RECORD in {clip(one_line(self.info_dir), 200)}"]
+
+
+def record_less_installs(facts: Facts) -> list[NoRecord]:
+    """Tracked .dist-info installs with no RECORD (the probe names the folder in no_record; an .egg-info has no RECORD
+    by design, and pip uninstalls it from its other files)."""
+    return [NoRecord(str(pkg.get("name") or name), str(pkg.get("version")), str(pkg["no_record"]))
+            for name, pkg in sorted((facts.packages or {}).items())
+            if isinstance(pkg, Mapping) and pkg.get("integrity") == "no-record" and isinstance(pkg.get("no_record"), str)]

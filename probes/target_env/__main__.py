@@ -43,6 +43,7 @@ from targetenv_dists import (  # noqa: E402
     REQUIRES_OF,
     direct_url,
     find_distributions,
+    modules_without_metadata,
     read_requires,
     torch_build,
 )
@@ -186,6 +187,7 @@ def main(argv):
         )
     guarded("shared-file check", resolve_shared_files, dists, packages)
     out["packages"] = packages
+    out["modules_without_metadata"] = guarded("looking for packages without metadata", modules_without_metadata, dists, extra) or []
     out["unlisted"] = unlisted
     out["flashinfer_kernels"] = guarded("flashinfer kernel check", flashinfer_kernels, dists, packages)
     out["env"] = relevant_env()

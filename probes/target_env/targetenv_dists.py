@@ -272,3 +272,50 @@ def _assigned(text, name):
     if match.group(3):
         return None
     return match.group(1) if match.group(1) is not None else match.group(2)
+
+
+# The top-level package of each tracked component, as its wheel installs it (cutlass-dsl's sits in the folder its .pth
+# names); a name given with --track stands for itself (`six` -> six.py or six/).
+TRACKED_MODULES = {"torch": "torch", "triton": "triton", "vllm": "vllm", "flashinfer": "flashinfer-python",
+                   "cutlass": "nvidia-cutlass-dsl", "quack": "quack-kernels", "b12x": "b12x"}
+VERSION_FILES = ("__init__.py", "version.py", "_version.py")
+
+
+def modules_without_metadata(dists, extra):
+    """Tracked components whose top-level package is on sys.path (so `import` finds it) while no metadata folder
+    describes them (a .dist-info deleted by hand or by an image clean-up, files copied in without pip): pip does not
+    list them, and sparkdoctor, which reads versions from metadata, would call them not installed. Found by their
+    file names only (nothing is imported); the version is what `__version__ = '...'` in their files says, or None."""
+    wanted = dict(TRACKED_MODULES)
+    for name in extra:
+        wanted.setdefault(name.replace("-", "_"), name)
+    found = []
+    for folder in path_entries([]):
+        for module in sorted(wanted):
+            distribution = wanted[module]
+            if distribution in dists or module == "cutlass" and any(k.startswith("nvidia-cutlass") for k in dists):
+                del wanted[module]  # described (nvidia-cutlass, the C++ library's Python interface, may own `cutlass`)
+                continue
+            package = os.path.join(folder, module)
+            if os.path.isfile(os.path.join(package, "__init__.py")):
+                files = [os.path.join(package, f) for f in VERSION_FILES]
+            elif os.path.isfile(package + ".py"):
+                package += ".py"
+                files = [package]
+            else:
+                continue
+            del wanted[module]  # the first on sys.path is the one imported
+            found.append({"module": module, "distribution": distribution, "path": package, "version": _version_in(files)})
+    return found
+
+
+def _version_in(files):
+    for path in files:
+        try:
+            text = read_regular(path, MAX_SOURCE)[0].decode("utf-8", "replace")
+        except OSError:
+            continue
+        version = _assigned(text, "__version__")
+        if version and version is not NOT_ASSIGNED:
+            return version
+    return None

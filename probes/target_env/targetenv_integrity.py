@@ -64,6 +64,8 @@ def check_integrity(dist, prepared, cache):
         if dist.record_error:  # there, but unreadable: unknown, never "no RECORD"
             result["integrity"] = "unchecked"
             result["files_unreadable"].append({"path": os.path.basename(dist.info_dir) + "/RECORD", "error": dist.record_error})
+        elif dist.is_dist_info:  # pip wrote one; without it pip cannot uninstall (an .egg-info has none by design)
+            result["no_record"] = dist.info_dir
         return result
     modified, missing, unreadable = result["files_modified"], result["files_missing"], result["files_unreadable"]
     fulls, sizes = prepared.fulls(), prepared.sizes()

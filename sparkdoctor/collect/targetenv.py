@@ -90,6 +90,7 @@ def run(ctx: Context) -> dict[str, object]:
         "cutedsl": data.get("cutedsl"),
         "flashinfer_kernels": data.get("flashinfer_kernels") if isinstance(data.get("flashinfer_kernels"), dict) else None,
         "env": data.get("env") if isinstance(data.get("env"), dict) else None,
+        "modules_without_metadata": data.get("modules_without_metadata") if isinstance(data.get("modules_without_metadata"), list) else None,
     }
     _refuse_wrong_shapes(found)
     from sparkdoctor.facts_shapes import fit

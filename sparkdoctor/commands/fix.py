@@ -181,7 +181,7 @@ def _plan_or_apply(options: FixCommand) -> Result[FixDocument]:
 
 
 def _planned_and_applied(options: FixCommand, target: Target, env_file: Path | None) -> Result[FixDocument]:
-    from sparkdoctor.check import CheckRequest, own_environment
+    from sparkdoctor.check import CheckRequest, target_notes
     from sparkdoctor.fix.documents import ApplyDocument, PlanDocument
     from sparkdoctor.fix.interface import Refusal
     from sparkdoctor.fix.pipeline import apply_and_recheck, make_plan
@@ -197,7 +197,7 @@ def _planned_and_applied(options: FixCommand, target: Target, env_file: Path | N
     if options.yes and plan.refusals:  # an unfinished fix refuses an empty plan too: never "nothing to fix"
         shown = PlanDocument(plan, planned.report, dry_run=False, shown=plan.empty)
         return Result("fix", "fix", shown).fail(Refusal(plan.refusals[0]))
-    notes = own_environment(target, planned.report.facts)  # pipx's venv for sparkdoctor, planned for as check says
+    notes = target_notes(target, planned.report.facts)  # a copied venv, pipx's venv for sparkdoctor: as check says
     if not options.yes or plan.empty:
         return Result("fix", "fix", PlanDocument(plan, planned.report), exit_code=planned.report.exit_code(), notes=notes)
     applied = apply_and_recheck(request, planned, _progress)

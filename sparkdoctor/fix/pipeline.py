@@ -16,6 +16,7 @@ from sparkdoctor import unsettled
 from sparkdoctor.check import CheckRequest, check
 from sparkdoctor.errors import TargetUnprobeable
 from sparkdoctor.exitcodes import EXIT_FIX_FAILED
+from sparkdoctor.findings import NO_RECORD_PREFIX
 from sparkdoctor.fix import apply as apply_mod
 from sparkdoctor.fix import inventory as inv_mod
 from sparkdoctor.fix import journal as jr
@@ -59,12 +60,26 @@ def make_plan(request: CheckRequest, options: FixOptions, progress: Callable[[st
     plan = build_plan(report.findings, definitions, inventory, installer, report.facts, options, transport_of(target))
     if any(s.op.changes_packages for s in plan.steps):  # the same settings at the plan's dry run and at the apply
         plan.notes += installer.set_aside()
+    plan.notes += record_less(report, inventory, plan.refusals)
     record = inv_mod.target_record(target, inventory)
     if record["kind"] == "container":
         plan.target.update(kind="container", container=record["container"], image_id=record.get("image_id"))
     if stuck:  # first: nothing else may be done to a half-changed target, an empty plan included
         plan.refusals.insert(0, stuck)
     return Planned(plan, report, inventory, installer)
+
+
+def record_less(report: Report, inventory: inv_mod.Inventory, refusals: list[str]) -> list[str]:
+    """A note per tracked dist check found with no RECORD (no-record-*) that no refusal names already: pip cannot
+    uninstall it cleanly, so no fix can replace or remove it until it is written again."""
+    out = []
+    for f in report.findings:
+        dist = inventory.get(f.component) if f.id.startswith(NO_RECORD_PREFIX) else None
+        if dist is None or not dist.no_record or any(r.startswith(f"{dist.name} {dist.version} has no RECORD") for r in refusals):
+            continue
+        out.append(f"{dist.name} {dist.version} has no RECORD: pip cannot uninstall it cleanly, so no fix can replace or "
+                   f"remove it; write it again first: pip install --ignore-installed --no-deps {dist.name}=={dist.version}")
+    return out
 
 
 def held_for_apply(target: Target) -> AbstractContextManager[None]:

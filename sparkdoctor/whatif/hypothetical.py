@@ -55,6 +55,10 @@ def hypothetical_facts(facts: Facts, changes: list[Change], reader: Reader | Non
             row.pop(key)
         # written as released: the files match the new RECORD (a hand mod of today's files is gone)
         row.update(version=c.new, integrity="ok", files_modified=[], files_missing=[], files_unreadable=[], predicted=True)
+        if row.get("no_record"):  # pip stops at uninstalling today's release ("Cannot uninstall ... RECORD file not found")
+            row.update(version=c.old, integrity="no-record")
+            notes.append(f"{c.name} {c.old} has no RECORD: pip cannot uninstall it, so the upgrade would stop there; write "
+                         f"it again first (`python -m pip install --ignore-installed --no-deps '{c.name}=={c.old}'`)")
         packages[c.name] = row
     new.packages = packages
     torch = next((c for c in changes if c.name == "torch"), None)

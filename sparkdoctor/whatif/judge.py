@@ -11,6 +11,12 @@ from sparkdoctor.conclusions import staleness, store
 from sparkdoctor.conclusions.recipe_check import Finding, check
 from sparkdoctor.conclusions.toolchain import ArmChange, Toolchains
 from sparkdoctor.facts import Facts
+from sparkdoctor.findings import (
+    REQUIRES_FINDING_PREFIX,
+    install_findings,
+    requirement_findings,
+)
+from sparkdoctor.findings import Finding as EngineFinding
 from sparkdoctor.ledger.store import Ledger
 from sparkdoctor.matrix import Evaluation, evaluate_all
 from sparkdoctor.matrix.model import Matrix
@@ -24,7 +30,7 @@ SEVERITY = {"info": 0, "warn": 1, "error": 2}
 
 @dataclass(frozen=True)
 class FindingRow:
-    """A matrix entry judged on one side of the upgrade (the box's findings today and after)."""
+    """A matrix entry, or one of check's own findings from installed files, judged on one side of the upgrade."""
 
     id: str
     severity: str
@@ -180,7 +186,31 @@ def compare(today: Facts, predicted: Facts, matrix: Matrix, specs: list[str], ch
             out.fixed.append(_row(was))
         else:
             out.cannot_tell.append(_row(was, ev.unknowns))
+    _compare_engine(out, today, predicted, {c.name for c in changes})
     return out
+
+
+def _engine_row(f: EngineFinding, unknown: list[str] | None = None) -> FindingRow:
+    return FindingRow(f.id, f.severity, f.title, f.evidence, unknown, f.remedy)
+
+
+def _compare_engine(out: WhatIf, today: Facts, predicted: Facts, changed: set[str]) -> None:
+    """check's own findings from installed files (requires-*, files-missing-*, no-metadata-*, no-record-*) judged on
+    both sides. A changed component's own requires-* cannot be told: the predicted Facts hold its old Requires-Dist,
+    and pip's dry run judged the new one (pip_warnings). probe-* and fix-unfinished are not judged: they come from
+    kernels compiled on the box and from fix's state file, which an upgrade judged without installing does not have."""
+    before = {f.id: f for f in requirement_findings(today) + install_findings(today)}
+    after = {f.id: f for f in requirement_findings(predicted) + install_findings(predicted)}
+    for fid, f in after.items():
+        (out.unchanged if fid in before else out.introduced).append(_engine_row(f))
+    for fid, f in before.items():
+        if fid in after:
+            continue
+        if f.id.startswith(REQUIRES_FINDING_PREFIX) and f.component in changed:
+            out.cannot_tell.append(_engine_row(f, [f"{f.component}'s Requires-Dist after the upgrade: pip's dry run judged "
+                                                   "them (its conflict lines are under pip_warnings)"]))
+        else:
+            out.fixed.append(_engine_row(f))
 
 
 def compare_recipe(recipe: Recipe, matrix: Matrix, today: Facts, predicted: Facts, flags_today: Mapping[str, object] | None,

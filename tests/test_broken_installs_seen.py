@@ -1,0 +1,187 @@
+"""Installs pip's own metadata no longer describes, and what check, fix and whatif say of them, on real pip-built venvs.
+
+A tracked component (quack-kernels, a tiny wheel built here and installed by pip from a local folder) is broken the
+ways an image clean-up, a hand `rm` or a `cp -a` of a venv leave it:
+
+- its `.dist-info` deleted: `import quack` works, `pip list` has no quack-kernels; check called it "not installed"
+  and said nothing (no-metadata-<dist>);
+- its RECORD deleted: pip cannot uninstall it ("RECORD file not found"); check showed that only under -v
+  (no-record-<dist>), and fix's plan did not say it;
+- a copied venv: check warned that its scripts run the old place's interpreter, fix planned for it without a word;
+- whatif judged matrix entries only: check's own findings were never in its fixed / introduced / unchanged lists.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests import venvs
+
+NAME, MODULE = "quack-kernels", "quack"  # a tracked component (sparkdoctor.facts.TRACKED_PREFIXES)
+
+
+def make_wheel(folder: Path, version: str) -> Path:
+    dist = f"quack_kernels-{version}"
+    files = {
+        f"{MODULE}/__init__.py": f"__version__ = {version!r}\n".encode(),
+        f"{MODULE}/ops.py": b"def gemm():\n    return 1\n",
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {version}\n".encode(),
+        f"{dist}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: sparkdoctor-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(b).digest()).rstrip(b'=').decode()},{len(b)}\n"
+                     for p, b in files.items()) + f"{dist}.dist-info/RECORD,,\n"
+    path = folder / f"{dist}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for p, b in {**files, f"{dist}.dist-info/RECORD": record.encode()}.items():
+            z.writestr(p, b)
+    return path
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("wheels")
+    make_wheel(folder, "0.1.0")
+    make_wheel(folder, "0.2.0")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, wheels) -> Path:
+    """`python3 -m venv` + `pip install quack-kernels==0.1.0` (from the local folder)."""
+    venv = tmp_path_factory.mktemp("built") / "venv"
+    venvs.create(venv, [f"{NAME}==0.1.0"], ["--no-index", "--find-links", str(wheels)])
+    return venv
+
+
+@pytest.fixture
+def venv(built, tmp_path) -> Path:
+    """A private copy, made as `python3 -m venv` + the same install would make it here (scripts name this interpreter)."""
+    copy = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(copy)], check=True, timeout=120)
+    site = next(built.glob("lib/python*/site-packages"))
+    for entry in site.iterdir():
+        if entry.name.startswith(("quack", "quack_kernels")):
+            (shutil.copytree if entry.is_dir() else shutil.copy2)(entry, next(copy.glob("lib/python*/site-packages")) / entry.name)
+    return copy
+
+
+def site(venv: Path) -> Path:
+    return next(venv.glob("lib/python*/site-packages"))
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    return subprocess.run([sys.executable, "-m", "sparkdoctor", *args], capture_output=True, text=True, timeout=600,
+                          env={**clean, **(env or {})})
+
+
+def check_json(venv: Path) -> dict:
+    done = cli("check", "--python", str(venv), "--no-kernels", "--format", "json")
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout)
+
+
+def findings(document: dict) -> dict[str, dict]:
+    return {f["id"]: f for f in document["findings"]}
+
+
+def pip_of(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_package_that_imports_with_its_dist_info_gone_is_a_finding_not_not_installed(venv):
+    shutil.rmtree(site(venv) / "quack_kernels-0.1.0.dist-info")
+    imported = subprocess.run([str(venv / "bin" / "python"), "-c", "import quack; print(quack.__version__)"],
+                              capture_output=True, text=True, timeout=60)
+    assert imported.stdout.strip() == "0.1.0"
+    assert NAME not in pip_of(venv, "list").stdout
+    document = check_json(venv)
+    found = findings(document).get(f"no-metadata-{NAME}")
+    assert found is not None, sorted(findings(document))
+    assert found["severity"] == "warn"
+    assert found["title"] == f"{NAME} 0.1.0: `import quack` finds its files, but no distribution metadata describes them"
+    assert f"--force-reinstall --no-deps '{NAME}==0.1.0'" in found["remedy"]
+    assert str(site(venv) / MODULE) in found["evidence"][0]
+    row = document["facts"]["modules_without_metadata"]
+    assert row == [{"module": MODULE, "distribution": NAME, "path": str(site(venv) / MODULE), "version": "0.1.0"}]
+    shown = cli("check", "--python", str(venv), "--no-kernels")
+    assert f"no-metadata-{NAME}" in shown.stdout
+
+
+def test_a_healthy_install_has_no_such_finding(venv):
+    document = check_json(venv)
+    assert not [i for i in findings(document) if i.startswith(("no-metadata-", "no-record-"))]
+    assert document["facts"]["modules_without_metadata"] == []
+
+
+def test_a_dist_info_without_record_is_a_warning_and_fix_says_pip_cannot_uninstall_it(venv, wheels):
+    (site(venv) / "quack_kernels-0.1.0.dist-info" / "RECORD").unlink()
+    assert "RECORD file not found" in pip_of(venv, "uninstall", "-y", NAME).stderr  # what pip says of it
+    document = check_json(venv)
+    found = findings(document).get(f"no-record-{NAME}")
+    assert found is not None, sorted(findings(document))
+    assert found["severity"] == "warn"
+    assert f"--ignore-installed --no-deps '{NAME}==0.1.0'" in found["remedy"]
+    console = cli("check", "--python", str(venv), "--no-kernels")
+    assert f"no-record-{NAME}" in console.stdout and "1 warning" in console.stdout
+    fix = cli("fix", "--python", str(venv), "--no-kernels")
+    assert (f"Note: {NAME} 0.1.0 has no RECORD: pip cannot uninstall it cleanly, so no fix can replace or remove it; "
+            f"write it again first: pip install --ignore-installed --no-deps {NAME}==0.1.0") in fix.stdout.splitlines(), fix.stdout
+    # the remedy works: pip writes a RECORD again, and the finding is gone
+    assert pip_of(venv, "install", "-q", "--no-index", "--find-links", str(wheels), "--ignore-installed", "--no-deps",
+                  f"{NAME}==0.1.0").returncode == 0
+    assert f"no-record-{NAME}" not in findings(check_json(venv))
+
+
+def test_fix_shows_the_copied_venv_warning_check_shows(venv, tmp_path):
+    moved = tmp_path / "moved"
+    shutil.copytree(venv, moved, symlinks=True)  # `cp -a`: bin/pip still names venv/bin/python
+    check = cli("check", "--python", str(moved), "--no-kernels")
+    fix = cli("fix", "--python", str(moved), "--no-kernels")
+    warned = [line for line in check.stderr.splitlines() if "run another interpreter" in line]
+    assert len(warned) == 1, check.stderr
+    assert [line for line in fix.stderr.splitlines() if "run another interpreter" in line] == warned, fix.stderr
+
+
+def test_whatif_lists_checks_own_findings(venv, wheels):
+    (site(venv) / MODULE / "__init__.py").unlink()  # files-missing-quack-kernels (error): an upgrade writes them again
+    assert f"files-missing-{NAME}" in findings(check_json(venv))
+    done = cli("whatif", f"{NAME}==0.2.0", "--python", str(venv), "--no-read", "--format", "json",
+               env={"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)})
+    assert done.returncode in (0, 1), done.stderr
+    document = json.loads(done.stdout)
+    assert [c["name"] for c in document["changes"]] == [NAME]
+    assert [r["id"] for r in document["fixed"]] == [f"files-missing-{NAME}"]
+    assert not [r for r in document["unchanged"] + document["introduced"] if r["id"].startswith("files-missing-")]
+
+
+def test_whatif_keeps_a_record_less_install_and_says_the_upgrade_stops(venv, wheels):
+    (site(venv) / "quack_kernels-0.1.0.dist-info" / "RECORD").unlink()
+    done = cli("whatif", f"{NAME}==0.2.0", "--python", str(venv), "--no-read", "--format", "json",
+               env={"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)})
+    assert done.returncode in (0, 1), done.stderr
+    document = json.loads(done.stdout)
+    rows = [r for r in document["unchanged"] if r["id"] == f"no-record-{NAME}"]
+    assert rows and rows[0]["title"].startswith(f"{NAME} 0.1.0: "), document["unchanged"]
+    assert any("has no RECORD: pip cannot uninstall it, so the upgrade would stop there" in n for n in document["notes"])
+
+
+def test_the_stack_line_says_what_imports_without_metadata():
+    from sparkdoctor.describe import describe_package
+    from sparkdoctor.facts import Facts
+
+    facts = Facts.from_dict({"schema": 1, "packages": {}, "modules_without_metadata": [
+        {"module": "triton", "distribution": "triton", "path": "/v/site-packages/triton", "version": "3.8.0"}]})
+    assert describe_package(facts, "triton") == "no metadata (3.8.0 imports)"
+    assert describe_package(facts, "torch") == "not installed"
