@@ -23,7 +23,7 @@ HOSTILE = ["~sparkdoctor-no-such-user/model", "x" * 5000, "/" + "y" * 300 + "/z"
 @pytest.mark.parametrize("ref", HOSTILE)
 def test_a_model_that_names_no_readable_folder_is_not_judged_and_the_launch_goes_on(ref):
     model, why = memory_model(SimpleNamespace(model=ref), [])
-    assert model is None and why is not None and "is not on this machine" in why
+    assert model is None and why is not None and "is not on this machine" in why and len(why) < 400, why
     with pytest.raises(AuditError):
         resolve_model(ref)
 

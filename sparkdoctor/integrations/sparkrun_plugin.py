@@ -139,7 +139,8 @@ def memory_model(recipe: object, hosts: Iterable[object] | None, timeout: float 
     try:
         return str(resolve_model(ref)), None
     except AuditError:
-        return None, f"the model {ref or '(none)'} is not on this machine yet (sparkrun fetches it after this step)"
+        shown = ref if len(ref) <= 200 else f"{ref[:120]}... ({len(ref):,} characters)"
+        return None, f"the model {shown or '(none)'} is not on this machine yet (sparkrun fetches it after this step)"
 
 
 def _which_local(hosts: list[str], timeout: float) -> dict[str, bool]:
