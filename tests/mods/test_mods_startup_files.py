@@ -41,3 +41,15 @@ def test_a_mod_that_edits_ordinary_files_still_applies(tmp_path):
     mod = write(tmp_path, "good.patch", make_diff(BEFORE, AFTER))
     done = sd("mods", "check", str(mod), "--site", str(tree.dirs[0]), "-f", "json")
     assert json.loads(done.stdout)["mods"][0]["verdict"] == "applies", done.stdout
+
+
+def test_a_script_that_drops_a_pth_file_is_flagged_too(tmp_path, sandbox_tools):
+    """The same through a mod script run in the sandbox: the file it creates is judged like a diff's."""
+    from sparkdoctor.mods import Verdict, judge_mod
+    from tests.mods.test_mods_scripts import EUGR_SITE, folder
+
+    tree = site(tmp_path, BEFORE)
+    mod = folder(tmp_path, f"echo 'import os' > {EUGR_SITE}/zz-hook.pth\n")
+    result = judge_mod(mod, tree)
+    assert result.verdict is Verdict.CANNOT_TELL and "zz-hook.pth" in result.detail, result
+    assert any(f.path == "zz-hook.pth" and "every start of the interpreter" in f.detail for f in result.files), result.files
