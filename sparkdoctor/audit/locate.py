@@ -39,12 +39,16 @@ def resolve_model(ref: str) -> Path:
     """The checkpoint folder `ref` names; AuditError (one line) when it names none."""
     if not ref:
         raise AuditError("MODEL is empty: name a checkpoint folder, an org/name in the Hugging Face cache, or a snapshot id")
-    path = Path(ref).expanduser()
-    if path.is_dir():
-        return path
     shown = ref if ref.isprintable() and len(ref) <= 300 else f"{ref[:200]!r}"  # a message stays one short line
-    if path.exists():
-        raise AuditError(f"{shown}: is a file; name the checkpoint's folder (the one holding config.json)")
+    try:  # `~nosuchuser/x` (no home to expand) and a name past NAME_MAX were an internal error here
+        path = Path(ref).expanduser()
+        if path.is_dir():
+            return path
+        if path.exists():
+            raise AuditError(f"{shown}: is a file; name the checkpoint's folder (the one holding config.json)")
+    except (OSError, RuntimeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).rstrip(".")
+        raise AuditError(f"{shown}: not a folder sparkdoctor can read ({why})") from None
     repo, _, revision = ref.partition("@")
     cache = hub_cache()
     if _REPO_ID.fullmatch(repo):

@@ -180,19 +180,25 @@ def target_label(record: Mapping[str, object]) -> str:
 
 def lock_of(target: Target, record: Mapping[str, object]) -> tuple[str, str]:
     """The key and label of the target's lock (journal.target_lock). A container's is the container itself, by the
-    name its runtime reports: `fix --yes` takes it before its probe, from the interpreter as named (`python`, found
+    id its runtime reports: `fix --yes` takes it before its probe, from the interpreter as named (`python`, found
     on the container's PATH), the apply and a rollback from the interpreter the probe reported (/opt/venv/bin/python),
     and keyed by the interpreter these were two lock files, so a rollback running was not met until the plan was made.
-    A local target's is its target_key (a venv's folder, however its interpreter is named)."""
+    Not by a name: an apply that named the container by its id recorded the id, and `fix --prune` (which has only the
+    record) keyed another lock than the apply's, by the runtime's name. A local target's is its target_key (a venv's
+    folder, however its interpreter is named)."""
     info = getattr(target, "info", None) or {}
-    return recorded_lock(record, str(info.get("name") or "") if record.get("kind") == "container" else "")
+    if record.get("kind") != "container":
+        return recorded_lock(record)
+    return recorded_lock({**record, "container_id": info.get("id") or record.get("container_id"),
+                          "container": info.get("name") or record.get("container")})
 
 
-def recorded_lock(record: Mapping[str, object], name: str = "") -> tuple[str, str]:
-    """lock_of from a journal's record alone (`fix --prune`): a container by `name`, else the name it recorded."""
+def recorded_lock(record: Mapping[str, object]) -> tuple[str, str]:
+    """lock_of from a journal's record alone (`fix --prune`): a container by the id it recorded (a journal written
+    before the id was recorded: by the name it recorded), labelled by its name."""
     if record.get("kind") == "container":
-        name = name or str(record.get("container"))
-        return f"container:{name}", f"container {name}"
+        name = str(record.get("container"))
+        return f"container:{record.get('container_id') or name}", f"container {name}"
     return target_key(record), target_label(record)
 
 

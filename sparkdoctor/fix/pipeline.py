@@ -85,7 +85,8 @@ def record_less(report: Report, inventory: inv_mod.Inventory, refusals: list[str
 def held_for_apply(target: Target) -> AbstractContextManager[None]:
     """The target's lock, taken before `fix --yes` checks and plans: a second apply on a target another fix or rollback
     is changing is refused at once, in one line (its check and plan took about 10 s before it met the lock). Keyed as
-    the apply and a rollback key it (inventory.lock_of: a container by its name, whichever interpreter was named)."""
+    the apply and a rollback key it (inventory.lock_of: a container by the id its runtime reports, whichever
+    interpreter was named)."""
     desc = target.describe()
     record = {"kind": desc.get("kind", "python"), "python": desc.get("python"), "container": desc.get("container")}
     return jr.target_lock(*inv_mod.lock_of(target, record))

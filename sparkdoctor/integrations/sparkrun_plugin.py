@@ -139,7 +139,8 @@ def memory_model(recipe: object, hosts: Iterable[object] | None, timeout: float 
     try:
         return str(resolve_model(ref)), None
     except AuditError:
-        return None, f"the model {ref or '(none)'} is not on this machine yet (sparkrun fetches it after this step)"
+        shown = ref if len(ref) <= 200 else f"{ref[:120]}... ({len(ref):,} characters)"
+        return None, f"the model {shown or '(none)'} is not on this machine yet (sparkrun fetches it after this step)"
 
 
 def _which_local(hosts: list[str], timeout: float) -> dict[str, bool]:
@@ -186,11 +187,14 @@ def resolve_mods(recipe: Recipe) -> tuple[list[str], list[str]]:
     found, missing = [], []
     base = Path(recipe.source_path).parent if getattr(recipe, "source_path", None) else None
     for ref in [str(m) for m in getattr(recipe, "mods", None) or []]:
-        candidates = [Path(ref).expanduser()] if Path(ref).expanduser().is_absolute() else []
-        if base is not None and not ref.startswith("@"):
-            rel = ref.removeprefix("mods/")
-            candidates += [base / rel, base / "mods" / rel]
-        hit = next((c for c in candidates if c.is_dir() and (c / "run.sh").exists()), None)
+        try:  # `~nosuchuser/m` or a name past NAME_MAX is not beside the recipe: never an error that ends the launch
+            candidates = [Path(ref).expanduser()] if Path(ref).expanduser().is_absolute() else []
+            if base is not None and not ref.startswith("@"):
+                rel = ref.removeprefix("mods/")
+                candidates += [base / rel, base / "mods" / rel]
+            hit = next((c for c in candidates if c.is_dir() and (c / "run.sh").exists()), None)
+        except (OSError, RuntimeError):
+            hit = None
         if hit is not None:
             found.append(str(hit.resolve()))
         else:

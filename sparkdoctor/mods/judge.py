@@ -53,6 +53,31 @@ def _text(path: Path) -> str:
 
 def judge_mod(path: Path, tree: Tree, timeout: float | None = None) -> ModResult:
     """One mod (a diff, a script or a folder) against `tree`."""
+    return _startup_flagged(_judged(path, tree, timeout))
+
+
+def runs_at_start(rel: str) -> bool:
+    """A file the interpreter runs at every start, from a site folder: a `.pth` file (its `import` lines),
+    sitecustomize.py, usercustomize.py."""
+    base = rel.rsplit("/", 1)[-1]
+    return base.endswith(".pth") or base in ("sitecustomize.py", "usercustomize.py")
+
+
+def _startup_flagged(result: ModResult) -> ModResult:
+    """A mod that writes a file `runs_at_start` is `cannot-tell` (a failing one stays `fails`): that code runs in
+    every python of the environment, and what it does is not what the gate judges. Removing one is not flagged."""
+    hits = [f for f in result.files if f.verdict is Verdict.APPLIES and runs_at_start(f.path)
+            and not f.detail.startswith("removed")]
+    for f in hits:
+        f.detail += "; this file runs at every start of the interpreter: read it before the mod is applied"
+    if hits and result.verdict is not Verdict.FAILS:
+        names = ", ".join(f.path for f in hits[:3])
+        result.verdict = Verdict.CANNOT_TELL
+        result.detail = f"it writes {names}: code that runs at every start of the interpreter; not judged, read it first"
+    return result
+
+
+def _judged(path: Path, tree: Tree, timeout: float | None) -> ModResult:
     if path.is_dir():
         return _judge_folder(path, tree, timeout)
     if not path.exists():

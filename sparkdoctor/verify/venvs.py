@@ -5,7 +5,6 @@ step succeeded."""
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -20,6 +19,7 @@ from pathlib import Path
 from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_VERIFY_ERROR
+from sparkdoctor.files import file_lock
 from sparkdoctor.locations import cache_dir
 from sparkdoctor.matrix.verify_table import Env
 from sparkdoctor.targets.early import own_pip_folder
@@ -77,8 +77,9 @@ def ensure_venv(root: Path, env: Env, log: Callable[[str], None] | None = None) 
     venv = venv_path(root, env)
     python = venv / "bin" / "python"
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / f"{venv.name}.lock", "a") as lock:  # "a": a link there is never truncated through
-        fcntl.flock(lock, fcntl.LOCK_EX)  # two verify runs must not build one venv at once
+    # two verify runs must not build one venv at once; one that holds it (stopped with Ctrl-Z) is waited for as every
+    # writer waits ($SPARKDOCTOR_LOCK_WAIT), then one line, exit 2
+    with file_lock(root / f"{venv.name}.lock", "matrix verify", venv):
         if (venv / READY).is_file() and python.exists():
             return python, False
         shutil.rmtree(venv, ignore_errors=True)

@@ -7,7 +7,7 @@ The released versions of a package come from the registry through `pip index ver
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import os
 import sys
 import zipfile
@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_VERIFY_ERROR
+from sparkdoctor.files import file_lock
 from sparkdoctor.locations import cache_dir
 from sparkdoctor.released.cubins import CubinError, list_archs, zip_chunks
 from sparkdoctor.released.elf import ElfError
@@ -60,14 +61,14 @@ def wheel(package: str, version: str, root: Path | None = None) -> Path:
     """The wheel of `package==version`, from the cache or downloaded into it."""
     root = root or Path(os.environ.get("SPARKDOCTOR_WHEELS") or cache_dir() / "wheels")
     name = canonicalize_name(package)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        lock = open(root / f".{name}-{version}.lock", "a")  # "a": a link there is never truncated through
-    except OSError as exc:  # a version too long for a file name (the wheel's own name could not hold it either)
-        shown = version if len(version) <= 40 else f"{version[:40]}... ({len(version)} characters)"
-        raise WheelError(f"pip download {name}=={shown} failed: cannot lock it in {root}: {exc.strerror or exc}") from None
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # two runs must not download one wheel at once
+    with contextlib.ExitStack() as held:
+        try:  # two runs must not download one wheel at once; one that holds it is waited for as every writer waits
+            root.mkdir(parents=True, exist_ok=True)
+            held.enter_context(file_lock(root / f".{name}-{version}.lock", "matrix verify", root))
+        except OSError as exc:  # a version too long for a file name (the wheel's own name could not hold it either)
+            shown = version if len(version) <= 40 else f"{version[:40]}... ({len(version)} characters)"
+            why = exc.strerror or str(exc).rsplit(": ", 1)[-1]
+            raise WheelError(f"pip download {name}=={shown} failed: cannot lock it in {root}: {why}") from None
         found = _cached(root, name, version)
         if found:
             return found
