@@ -71,16 +71,18 @@ def folder_lock(folder: Path, what: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def file_lock(path: Path, what: str, writing: Path) -> Iterator[None]:
+def file_lock(path: Path, what: str, writing: Path, default_wait: float = 60) -> Iterator[None]:
     """folder_lock's wait, on the lock file `path` (made when missing; a link there is never written through) that
-    guards `writing`: one `matrix update` at a time waited forever, with nothing said, behind one stopped (Ctrl-Z)."""
-    with _held(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, what, writing):
+    guards `writing`: one `matrix update` at a time waited forever, with nothing said, behind one stopped (Ctrl-Z).
+    `default_wait` (when $SPARKDOCTOR_LOCK_WAIT is unset): a holder that builds or downloads is given its own time
+    limit, so a second run beside a working one waits for it and only one stopped or hung is an error."""
+    with _held(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, what, writing, default_wait):
         yield
 
 
 @contextlib.contextmanager
-def _held(path: Path, flags: int, what: str, writing: Path) -> Iterator[None]:
-    wait = seconds_from_env("SPARKDOCTOR_LOCK_WAIT", 60, zero=True)
+def _held(path: Path, flags: int, what: str, writing: Path, default_wait: float = 60) -> Iterator[None]:
+    wait = seconds_from_env("SPARKDOCTOR_LOCK_WAIT", default_wait, zero=True)
     try:
         fd = os.open(path, flags, 0o644)
     except OSError as exc:

@@ -71,3 +71,28 @@ def test_a_wheel_nobody_holds_is_read_at_once(tmp_path, monkeypatch):
     root = tmp_path / "wheels"
     made = make_wheel(root, "demo-pkg", "1.0", {"demo/envs.py": "x"})
     assert wheels.wheel("demo-pkg", "1.0", root) == made
+
+
+def test_unset_the_wait_is_the_holders_own_limit(tmp_path, monkeypatch, hold):
+    """A verify beside another one downloading or building waits as long as that work may take (its own limits),
+    not the 60 s of other writers: a cold build takes minutes, and the second run must not fail beside it. The
+    clock is simulated (each poll moves it 30 s), so no test waits on one."""
+    from sparkdoctor import files
+
+    monkeypatch.delenv("SPARKDOCTOR_LOCK_WAIT", raising=False)
+    clock = [0.0]
+    monkeypatch.setattr(files.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(files.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + 30))
+    root = tmp_path / "wheels"
+    hold(root / ".demo-pkg-1.0.lock")
+    with pytest.raises(LockedError):
+        wheels.wheel("demo-pkg", "1.0", root)
+    assert wheels.DOWNLOAD_TIMEOUT <= clock[0] < wheels.DOWNLOAD_TIMEOUT + 60
+    env = Env((("a==1",), ("b==2",)), "")
+    venv = venvs.venv_path(tmp_path, env)
+    hold(tmp_path / f"{venv.name}.lock")
+    clock[0] = 0.0
+    with pytest.raises(LockedError):
+        venvs.ensure_venv(tmp_path, env)
+    limit = venvs.VENV_TIMEOUT + 2 * venvs.PIP_TIMEOUT
+    assert limit <= clock[0] < limit + 60

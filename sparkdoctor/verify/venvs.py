@@ -77,9 +77,10 @@ def ensure_venv(root: Path, env: Env, log: Callable[[str], None] | None = None) 
     venv = venv_path(root, env)
     python = venv / "bin" / "python"
     root.mkdir(parents=True, exist_ok=True)
-    # two verify runs must not build one venv at once; one that holds it (stopped with Ctrl-Z) is waited for as every
-    # writer waits ($SPARKDOCTOR_LOCK_WAIT), then one line, exit 2
-    with file_lock(root / f"{venv.name}.lock", "matrix verify", venv):
+    # two verify runs must not build one venv at once: one beside a build waits as long as that build may take (its
+    # own limits; $SPARKDOCTOR_LOCK_WAIT when set), so only a holder stopped (Ctrl-Z) or hung ends in one line, exit 2
+    build_limit = VENV_TIMEOUT + PIP_TIMEOUT * len(env.steps)
+    with file_lock(root / f"{venv.name}.lock", "matrix verify", venv, build_limit):
         if (venv / READY).is_file() and python.exists():
             return python, False
         shutil.rmtree(venv, ignore_errors=True)

@@ -64,7 +64,8 @@ def wheel(package: str, version: str, root: Path | None = None) -> Path:
     with contextlib.ExitStack() as held:
         try:  # two runs must not download one wheel at once; one that holds it is waited for as every writer waits
             root.mkdir(parents=True, exist_ok=True)
-            held.enter_context(file_lock(root / f".{name}-{version}.lock", "matrix verify", root))
+            # the holder's own limit: a download beside one in progress waits for it (only a stopped one fails)
+            held.enter_context(file_lock(root / f".{name}-{version}.lock", "matrix verify", root, DOWNLOAD_TIMEOUT))
         except OSError as exc:  # a version too long for a file name (the wheel's own name could not hold it either)
             shown = version if len(version) <= 40 else f"{version[:40]}... ({len(version)} characters)"
             why = exc.strerror or str(exc).rsplit(": ", 1)[-1]
