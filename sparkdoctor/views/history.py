@@ -35,7 +35,8 @@ def _console(result: Result[HistoryDocument], sink: Sink) -> str:
             render_run(console, {"run_id": run["id"], "recipe": run["recipe"], "server": run["server"],
                                  "base_url": run["base_url"], "model": run["model"], "fingerprint": run["fingerprint"],
                                  "levels": run["summary"].get("levels", []), "headline": run["summary"].get("headline"),
-                                 "findings": run["findings"], "memory": run.get("memory")})
+                                 "findings": run["findings"], "memory": run.get("memory"),
+                                 "load": run["summary"].get("load"), "correctness": run["summary"].get("correctness")})
         elif isinstance(found, HistoryCompare):
             render_compare(console, found.to_json())
         elif isinstance(found, HistoryImport):
