@@ -200,7 +200,8 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
     _other_arm_line(console, (comp.get("correctness") or {}).get("b_vs_a"))
     load = comp.get("load") or {}
     for why in load.get("busy") or []:
-        console.print(f"[yellow]warning: busy machine[/yellow] during a run: {escape(why)}")
+        where = "" if str(why).startswith("arm ") else "a run: "  # an A/B stored before the arm was named
+        console.print(f"[yellow]warning: busy machine[/yellow] during {where}{escape(why)}")
     if load.get("differ"):
         if load.get("allowed"):
             console.print(f"[yellow]the arms ran under different load[/yellow] ({escape(load['differ'])}); verdict called "
