@@ -107,7 +107,8 @@ def load_check(a_runs: Sequence[dict[str, Any]], b_runs: Sequence[dict[str, Any]
     a = [x for x in (index(r) for r in a_runs) if x]
     b = [x for x in (index(r) for r in b_runs) if x]
     why = load.arms_differ(a, b)
-    busy = sorted({w for r in [*a_runs, *b_runs] if (w := (r.get("load") or {}).get("busy"))})
+    busy = list(dict.fromkeys(f"arm {arm}: {w}" for arm, runs in (("A", a_runs), ("B", b_runs)) for r in runs
+                              if (w := (r.get("load") or {}).get("busy"))))  # which arm: its number is the one to doubt
     if why and not allowed:
         for lvl in levels:
             lvl["ratio"]["verdict"] = NOT_CALLED

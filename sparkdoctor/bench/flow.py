@@ -212,6 +212,7 @@ def _launch_and_measure(recipe: Recipe, workload: Workload, toolchain: run.Toolc
     from sparkdoctor.serve import LaunchError
 
     python = _target_python(recipe, opts)
+    gates.model_gate(recipe, opts.local)
     gates.mods_gate(recipe, python, opts.local, opts.runtime, progress)
     judged = gates.at(recipe, gates.memory_gate(recipe, opts.model_dir, opts.force, progress))
     since = uptime(host_root())  # where this launch's window starts in the kernel log

@@ -1,5 +1,5 @@
-"""The gates a recipe passes before bench launches it (sparkdoctor/bench/flow.py runs them in this order): its mods
-must apply on the target, and a vLLM launch must fit in the memory free now. A gate that refuses raises RunFailed
+"""The gates a recipe passes before bench launches it (sparkdoctor/bench/flow.py runs them in this order): its model
+folder must be there, its mods must apply on the target, and a vLLM launch must fit in the memory free now. A gate that refuses raises RunFailed
 (exit 4) with what judged it as finding records; one that passes hands back its verdict for the run's record."""
 
 from __future__ import annotations
@@ -16,6 +16,24 @@ Progress = Callable[[str], None]
 def at(recipe: Recipe, findings: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
     """Finding records that name the recipe file they are about (SARIF locates them there)."""
     return [{**f, "path": str(recipe.source_path)} for f in findings]
+
+
+def model_gate(recipe: Recipe, local: bool) -> None:
+    """A model named by a path (`/`, `./`, `../`, `~`) that is not on this machine is not launched: vLLM takes it for a
+    hub id and dies after its imports ("Repo id must be in the form ..."). A container's paths are the image's."""
+    from sparkdoctor.memory.need import launches_vllm
+
+    model = recipe.model
+    if not model or (recipe.container and not local) or not launches_vllm(recipe.argv) or \
+            model not in [str(a) for a in recipe.argv] or not model.startswith(("/", "./", "../", "~")):
+        return
+    try:
+        there = Path(model).expanduser().exists()
+    except (OSError, ValueError, RuntimeError):  # a name too long; `~user` with no such user
+        there = False
+    if not there:
+        raise RunFailed(f"{recipe.name}: the model folder {model} is not on this machine; nothing was launched "
+                        "(--set model=PATH names another)")
 
 
 def mods_gate(recipe: Recipe, python: str | None, local: bool, runtime: str | None, progress: Progress) -> None:

@@ -86,7 +86,7 @@ class HistoryDelete(HistoryDocument):
     ledger: str
     run_id: int
     deleted: bool  # False: a dry run, nothing changed
-    run: dict[str, object]  # created_at, recipe_name, comparison_id, arm, headline
+    run: dict[str, object]  # created_at, recipe_name, base_url, comparison_id, arm, headline
     conclusions: list[str] = field(default_factory=list)  # the conclusions that name it (a rerun reports them broken)
     kept: str | None = None  # the file that holds the removed run (`history --import FILE` stores it again)
 

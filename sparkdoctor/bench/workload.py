@@ -94,6 +94,10 @@ RECIPE_ALIASES = {"repeats": "rounds", "prompt_tokens": "prompt_words"}
 
 def from_recipe(table: Mapping[str, object], where: str, **overrides: Any) -> Workload:
     """A recipe's workload table (with the command line's options on top); errors name the recipe."""
+    known = set(Workload.__dataclass_fields__) | set(RECIPE_ALIASES)  # a typo's error lists the recipe's names too
+    unknown = sorted(set(table or {}) - known)
+    if unknown:
+        raise WorkloadError(f"{where}: workload: unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")
     data = {RECIPE_ALIASES.get(k, k): v for k, v in (table or {}).items()}
     try:
         return Workload.from_dict(data, **overrides)

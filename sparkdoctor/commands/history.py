@@ -141,7 +141,7 @@ def _delete(run_id: int, options: HistoryCommand) -> HistoryDelete:
         record = led.record(run_id)  # a damaged run is exit 5: it cannot be kept whole
         if record is None:
             raise UsageError(f"ledger {led.path}: no run {run_id} (see `sparkdoctor history`)")
-        shown = {k: v for k, v in (led.run(run_id) or {}).items() if k in ("created_at", "recipe_name", "comparison_id", "arm")}
+        shown = {k: v for k, v in (led.run(run_id) or {}).items() if k in ("created_at", "recipe_name", "base_url", "comparison_id", "arm")}
         doc = HistoryDelete(str(led.path), run_id, False, {**shown, "headline": record.summary.get("headline")},
                             led.conclusions_naming(run_id))
         if not options.yes:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkdoctor.inputs import kernel_file
-from sparkdoctor.recipes.model import Recipe, RecipeError
+from sparkdoctor.recipes.model import Recipe, RecipeError, flag_value
 from sparkdoctor.recipes.yamlsafe import read_yaml
 
 MAX_BYTES = 1024 * 1024  # a config file holds a few dozen options
@@ -106,8 +106,15 @@ def launched_argv(recipe: Recipe) -> list[str]:
     """The recipe's command as sparkdoctor starts it on this machine (in a run folder of its own): a relative
     `--config FILE` made absolute from the recipe's folder, where recipe check, audit and the memory preflight read it
     (started as written, the server looked for it in the empty run folder and did not start). A file not there is
-    left as written: the server says so."""
+    left as written: the server says so. So is the model: a folder named relative to the working folder (or `~`),
+    where they read it, goes by its absolute path (as written, vLLM took it for a hub id in the run folder)."""
     argv = [str(a) for a in recipe.argv]
+    folder = _local_folder(recipe.model)
+    if folder is not None and recipe.model in argv:
+        argv = [folder if a == recipe.model else a for a in argv]
+        if recipe.served_model_name == recipe.model and flag_value(argv, "--served-model-name") is None and \
+                _vllm(argv):  # clients send the name as written; vLLM would serve it under the new path
+            argv += ["--served-model-name", recipe.model]
     if argv.count("--config") != 1 or argv.index("--config") + 1 >= len(argv):
         return argv
     at = argv.index("--config") + 1
@@ -117,6 +124,24 @@ def launched_argv(recipe: Recipe) -> list[str]:
     except (OSError, ValueError):  # a name too long for the file system
         there = False
     return argv[:at] + [os.path.abspath(path)] + argv[at + 1:] if there else argv
+
+
+def _vllm(argv: list[str]) -> bool:
+    """`.../vllm serve ...` or `python -m vllm.entrypoints...`: a command that takes vLLM's flags."""
+    return any(Path(a).name == "vllm" and argv[i + 1:i + 2] == ["serve"] for i, a in enumerate(argv)) or \
+        any(a.startswith("vllm.entrypoints") for a in argv)
+
+
+def _local_folder(model: str | None) -> str | None:
+    """The absolute path of a model named by a relative path or `~` that is a folder here; None otherwise (an
+    absolute path, a hub id, nothing there)."""
+    if not model or os.path.isabs(model):
+        return None
+    try:
+        path = Path(model).expanduser()
+        return os.path.abspath(path) if path.is_dir() else None
+    except (OSError, ValueError, RuntimeError):  # a name too long for the file system; `~user` with no such user
+        return None
 
 
 def _as_args(key: str, value: object) -> list[str]:

@@ -132,8 +132,11 @@ def _answers_line(console: Console, checked: dict[str, Any] | None) -> None:
     scored = [r["mean_abs_dlogprob"] for r in checked.get("per_prompt") or [] if r.get("mean_abs_dlogprob") is not None]
     worst = max(scored, default=None)  # none scored: no difference was measured, not a difference of 0
     how = f"; largest mean |Δ logprob| {worst:.3f} (tolerance {checked.get('tolerance')})" if worst is not None else ""
+    # no reference for the model (False; an older run's row has no such key): the path is where --reference stores one
+    where = ("no reference yet: --reference stores one at" if checked.get("reference_expected") is False else
+             "reference")
     console.print(f"[bold]answers[/bold]: [{ANSWER_STYLE.get(str(verdict), 'white')}]{_e(verdict)}[/]{escape(how)}"
-                  f"  (reference {_e(checked.get('reference'))}, {_e(checked.get('seconds'))} s, after the timed window)")
+                  f"  ({where} {_e(checked.get('reference'))}, {_e(checked.get('seconds'))} s, after the timed window)")
     for why in checked.get("why") or []:
         console.print(f"  {escape(str(why))}")
 
@@ -197,7 +200,8 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
     _other_arm_line(console, (comp.get("correctness") or {}).get("b_vs_a"))
     load = comp.get("load") or {}
     for why in load.get("busy") or []:
-        console.print(f"[yellow]warning: busy machine[/yellow] during a run: {escape(why)}")
+        where = "" if str(why).startswith("arm ") else "a run: "  # an A/B stored before the arm was named
+        console.print(f"[yellow]warning: busy machine[/yellow] during {where}{escape(why)}")
     if load.get("differ"):
         if load.get("allowed"):
             console.print(f"[yellow]the arms ran under different load[/yellow] ({escape(load['differ'])}); verdict called "

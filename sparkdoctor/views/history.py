@@ -35,7 +35,8 @@ def _console(result: Result[HistoryDocument], sink: Sink) -> str:
             render_run(console, {"run_id": run["id"], "recipe": run["recipe"], "server": run["server"],
                                  "base_url": run["base_url"], "model": run["model"], "fingerprint": run["fingerprint"],
                                  "levels": run["summary"].get("levels", []), "headline": run["summary"].get("headline"),
-                                 "findings": run["findings"], "memory": run.get("memory")})
+                                 "findings": run["findings"], "memory": run.get("memory"),
+                                 "load": run["summary"].get("load"), "correctness": run["summary"].get("correctness")})
         elif isinstance(found, HistoryCompare):
             render_compare(console, found.to_json())
         elif isinstance(found, HistoryImport):
@@ -53,7 +54,9 @@ def _console(result: Result[HistoryDocument], sink: Sink) -> str:
 def _deleted(console: Console, found: HistoryDelete) -> None:
     run, headline = found.run, found.run.get("headline")
     tps = headline.get("decode_tps_per_stream") if isinstance(headline, dict) else None
-    what = ", ".join(filter(None, [f"recipe {run.get('recipe_name')}", f"measured {run.get('created_at')}",
+    label = (f"recipe {run['recipe_name']}" if run.get("recipe_name") else
+             f"server {run.get('base_url')}")  # a `bench --url` run has no recipe
+    what = ", ".join(filter(None, [label, f"measured {run.get('created_at')}",
                                    f"{tps:.1f} decode tok/s/stream" if isinstance(tps, (int, float)) else None,
                                    f"arm {run.get('arm')} of comparison {run.get('comparison_id')}"
                                    if run.get("comparison_id") is not None else None]))

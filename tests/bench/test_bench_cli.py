@@ -373,3 +373,22 @@ def test_the_ab_verdict_line_reads_as_a_sentence(verdict, line):
     with console.capture() as out:
         render_comparison(console, comp)
     assert line in out.get().splitlines(), out.get()
+
+
+def test_history_of_one_run_shows_its_answers_and_load_as_bench_did(run, tmp_path):
+    """`history RUN_ID` printed "answers: not checked (--no-correctness)" for a stored run whose answers were checked,
+    wrong ones included, and dropped the machine-load lines bench printed: it read neither from the stored summary."""
+    from sparkdoctor.bench import correctness, references
+
+    reference = tmp_path / "reference.json"
+    references.save(reference, [correctness.Answer(p, "a plain answer in words") for p in correctness.PROBES],
+                    {"model": "tiny"})
+    ledger = tmp_path / "l.sqlite"
+    with serve(Style(answer="")) as (url, _):
+        measured = run("bench", "--url", url, *QUICK, "--ledger", ledger, "--reference-file", reference)
+    assert measured.returncode == EXIT_BENCH_WRONG, measured.stderr
+    shown = run("history", "1", "--ledger", ledger)
+    assert shown.returncode == 0, shown.stderr
+    answers = next(line for line in shown.stdout.splitlines() if line.startswith("answers"))
+    assert "wrong" in answers and "--no-correctness" not in shown.stdout, shown.stdout
+    assert "machine load: other processes used" in shown.stdout, shown.stdout

@@ -241,3 +241,20 @@ def test_a_relative_config_file_is_the_one_beside_the_recipe(run, tmp_path):
     assert out.returncode == 0, out.stderr
     argv = json.loads(out.stdout)["recipe"]["argv"]
     assert argv[argv.index("--config") + 1] == str(folder / "serve.yaml"), argv
+
+
+def test_a_model_folder_that_is_not_here_is_refused_before_the_launch(run, tmp_path):
+    """`--set model=/data/typo` launched vLLM, which took the path for a hub id and died 10 s later ("Repo id must be in
+    the form ..."), under a post-mortem about memory. It is one line naming the folder, exit 4, before the launch."""
+    bindir = tmp_path / "venv" / "bin"
+    bindir.mkdir(parents=True)
+    marker = tmp_path / "launched"
+    fake = bindir / "vllm"  # a `vllm serve` that only says it was started
+    fake.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    fake.chmod(0o755)
+    path = tmp_path / "r.toml"
+    path.write_text(f'schema = 1\nname = "r"\nmodel = "x"\ncommand = ["{fake}", "serve", "{{model}}"]\n')
+    out = run("bench", path, "--set", f"model={tmp_path / 'typo'}", "--python", sys.executable, *QUICK)
+    assert out.returncode == EXIT_BENCH_FAILED, out.stderr
+    assert f"the model folder {tmp_path / 'typo'} is not on this machine" in out.stderr, out.stderr
+    assert out.stderr.strip().count("\n") == 0 and not marker.exists()

@@ -373,3 +373,22 @@ def test_the_answers_line_gives_a_largest_difference_only_when_a_prompt_was_scor
     _answers_line(console, checked)
     line = console.file.getvalue().splitlines()[0]
     assert (shown in line) if shown else ("largest" not in line and "unchecked" in line), line
+
+
+def test_the_answers_line_names_no_reference_file_when_there_is_none(server, tmp_path):
+    """With no reference for the model the line said "(reference PATH, ...)" and then "no reference to judge by":
+    PATH did not exist. It says where --reference would store one instead."""
+    import io
+
+    from rich.console import Console
+
+    from sparkdoctor.views.bench import _answers_line
+
+    url, _ = server
+    missing = tmp_path / "none.json"
+    checked = c.step(url, "m", True, {}, c.Options(reference_file=str(missing)))
+    assert checked["reference_expected"] is False and not missing.exists()
+    console = Console(file=io.StringIO(), width=300)
+    _answers_line(console, checked)
+    line = console.file.getvalue().splitlines()[0]
+    assert "(reference " not in line and f"no reference yet: --reference stores one at {missing}" in line, line

@@ -83,6 +83,17 @@ def test_arms_under_clearly_different_load_are_not_called_unless_allowed():
     assert ab.load_check(a, b, levels, allowed=True)["allowed"] and levels[0]["ratio"]["verdict"] == "slower"
 
 
+def test_a_busy_warning_of_an_ab_names_the_arm_it_was_taken_in():
+    """"warning: busy machine during a run: ..." twice under an A/B, and no way to tell which arm's number to doubt."""
+    def run(busy):
+        return {"levels": [{"concurrency": 1, "round_output_tps": [100.0] * 3}],
+                "load": {"index": _index(1.2), "busy": busy}}
+
+    a, b = [run("other processes used 1.2 of 2 CPUs (x)")], [run(None)]
+    doc = ab.load_check(a, b, ab.compare(a, b), allowed=False)
+    assert doc["busy"] == ["arm A: other processes used 1.2 of 2 CPUs (x)"], doc
+
+
 def test_a_rerun_of_an_uncalled_verdict_is_inconclusive_not_a_flip():
     from sparkdoctor.conclusions.outcome import _level_outcome
 

@@ -58,3 +58,12 @@ def test_a_recipes_workload_maps_and_unknown_fields_name_the_recipe():
     assert from_recipe({"repeats": 5}, "r", rounds=2).rounds == 2  # the command line wins
     with pytest.raises(WorkloadError, match=r"recipe x.toml: workload: unknown field 'warmpu'"):
         from_recipe({"warmpu": 1}, "recipe x.toml")
+
+
+def test_a_workload_typo_lists_the_names_a_recipe_may_use():
+    """`max_token = 32` in a recipe's [workload] listed only bench's own names ("rounds", "prompt_words"), not
+    `repeats` and `prompt_tokens`, which recipes/README.md writes and which a recipe may use."""
+    with pytest.raises(WorkloadError) as caught:
+        from_recipe({"max_token": 32, "repeats": 2}, "my.toml")
+    known = str(caught.value).split("(known: ", 1)[1]
+    assert "repeats" in known and "prompt_tokens" in known and "max_tokens" in known, caught.value

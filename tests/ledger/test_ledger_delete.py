@@ -76,3 +76,12 @@ def test_delete_refuses_a_missing_run_and_other_forms(tmp_path):
         out = cli(tmp_path, *args)
         assert out.returncode == EXIT_USAGE and out.stderr.count("\n") == 1, (args, out.stderr)
     assert _ids(tmp_path) == [1, 2, 3]
+
+
+def test_delete_names_a_bench_url_run_by_its_server_not_recipe_none(tmp_path):
+    """A `bench --url` run has no recipe: the dry run said "run 1 (recipe None, ...)"."""
+    with Ledger(tmp_path / "l.sqlite") as led:
+        led.add_run(record(name=None))
+    said = cli(tmp_path, "--delete", "1")
+    assert said.returncode == 0, said.stderr
+    assert "recipe None" not in said.stdout and "server http://127.0.0.1:1" in said.stdout, said.stdout

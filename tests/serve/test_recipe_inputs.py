@@ -307,3 +307,29 @@ def test_a_model_the_command_names_itself_is_shown_as_the_commands(tmp_path):
     console = Console(file=io.StringIO(), width=400)
     render_console(plain, console)
     assert any(line.startswith("model ") and "model field (always injected)" in line for line in console.file.getvalue().splitlines())
+
+
+@pytest.mark.parametrize("written", ["./models/tiny", "models/tiny", "~/models/tiny"])
+def test_a_model_folder_named_relative_to_the_working_folder_reaches_the_server_by_its_absolute_path(
+        tmp_path, monkeypatch, written):
+    """`bench r.toml --set model=./models/tiny` (docs/recipes.md's own example): the memory preflight and recipe check
+    read the folder from the working folder, but the server starts in its run folder, where vLLM took
+    './models/tiny' for a hub id and died (HFValidationError). Launched, the folder goes by its absolute path; a
+    hub id, and a path that is no folder here, are passed as written."""
+    from sparkdoctor.recipes.vllm_config import launched_argv
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "models" / "tiny").mkdir(parents=True)
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('schema = 1\nname = "r"\nmodel = "x"\n'
+                      'command = ["python", "srv.py", "{model}", "--tokenizer", "{model}"]\n')
+    folder = str(tmp_path / "models" / "tiny")
+    argv = launched_argv(recipes.load(recipe, {"model": written}))
+    assert argv == ["python", "srv.py", folder, "--tokenizer", folder], argv  # not vLLM: no flag of vLLM's added
+    for kept in ("org/name", "./not-here"):
+        assert launched_argv(recipes.load(recipe, {"model": kept}))[2] == kept
+    # no --served-model-name: vLLM names the model by the path it was given; clients send the one written
+    recipe.write_text('schema = 1\nname = "r"\nmodel = "x"\ncommand = ["/v/bin/vllm", "serve", "{model}"]\n')
+    argv = launched_argv(recipes.load(recipe, {"model": written}))
+    assert argv == ["/v/bin/vllm", "serve", folder, "--served-model-name", written], argv
