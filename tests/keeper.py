@@ -23,10 +23,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 STOP_WAIT_S = 30  # dockerd stops its containers in seconds; more on a loaded machine
 KILL_WAIT_S = 60  # a process SIGKILLed ends in well under a second
+CLEAN_TRIES = 10  # rounds of kill, unmount, remove until every path is gone
 
 
 def _holds(proc: Path) -> list[str]:
@@ -111,10 +113,14 @@ def clean_up(paths: list[str], daemon: subprocess.Popen[bytes] | None) -> None:
         except OSError:
             pass
         daemon.wait()
-    kill_naming(paths)  # shims a killed daemon left running, a Ray cluster's processes
-    for path in paths:
-        unmount_under(Path(path))
-        shutil.rmtree(path, ignore_errors=True)
+    for _ in range(CLEAN_TRIES):  # podman's conmon starts `podman container cleanup` as its container dies, which
+        kill_naming(paths)  # writes into the root again (a run 60 left it); shims, a Ray cluster's processes
+        for path in paths:
+            unmount_under(Path(path))
+            shutil.rmtree(path, ignore_errors=True)
+        if not any(os.path.lexists(path) for path in paths):
+            return
+        time.sleep(0.5)
 
 
 def _wait_for_eof(paths: list[str], daemon: subprocess.Popen[bytes] | None) -> None:
