@@ -13,38 +13,24 @@ ways an image clean-up, a hand `rm` or a `cp -a` of a venv leave it:
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from tests import venvs
+from tests.purewheel import pure_wheel
 
 NAME, MODULE = "quack-kernels", "quack"  # a tracked component (sparkdoctor.facts.TRACKED_PREFIXES)
 
 
 def make_wheel(folder: Path, version: str) -> Path:
-    dist = f"quack_kernels-{version}"
-    files = {
-        f"{MODULE}/__init__.py": f"__version__ = {version!r}\n".encode(),
-        f"{MODULE}/ops.py": b"def gemm():\n    return 1\n",
-        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {version}\n".encode(),
-        f"{dist}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: sparkdoctor-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    record = "".join(f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(b).digest()).rstrip(b'=').decode()},{len(b)}\n"
-                     for p, b in files.items()) + f"{dist}.dist-info/RECORD,,\n"
-    path = folder / f"{dist}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as z:
-        for p, b in {**files, f"{dist}.dist-info/RECORD": record.encode()}.items():
-            z.writestr(p, b)
-    return path
+    return pure_wheel(folder, NAME, version, modules={f"{MODULE}/__init__.py": f"__version__ = {version!r}\n".encode(),
+                                                      f"{MODULE}/ops.py": b"def gemm():\n    return 1\n"})
 
 
 @pytest.fixture(scope="module")

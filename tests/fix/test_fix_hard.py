@@ -23,6 +23,7 @@ from sparkdoctor.fix import journal as jr
 from sparkdoctor.fix.interface import JournalError
 from tests.fix import scenario
 from tests.fix.scenario import as_json, fix_cli
+from tests.purewheel import pure_wheel
 
 # test_zz_fault_table counts this module's faults, so the module runs on one xdist worker: its own group, not the
 # fault table's (nothing is shared with test_fix_faults.py), so the two long modules can run side by side
@@ -509,7 +510,7 @@ def test_a_file_outside_the_plan_that_cannot_be_put_back_undoes_the_apply(tmp_pa
     undone, and both the error and the rollback's verification name the file."""
     python = scenario.make_target(tmp_path, "pip", wheels)
     site = next((tmp_path / "pip").glob("lib/python*/site-packages"))
-    local = make_wheel(tmp_path, "local-thing", "1.0")  # installed from a file: direct_url.json, no registry wheel
+    local = pure_wheel(tmp_path, "local-thing", "1.0")  # installed from a file: direct_url.json, no registry wheel
     scenario.must([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(local)])
     victim = site / "local_thing" / "__init__.py"
     env_file, pins = scenario.files_for(tmp_path)
@@ -623,28 +624,6 @@ def test_exit_codes_of_what_changed_nothing(tmp_path, wheels):
 # ---- 3. sibling pins; a failed resolution names the conflict ----------------------------------------------
 
 
-def make_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:
-    """A minimal pure-Python wheel (what a family of co-versioned wheels looks like, at test size)."""
-    import base64
-    import hashlib
-    import zipfile
-
-    mod, dist = name.replace("-", "_"), f"{name.replace('-', '_')}-{version}"
-    files = {
-        f"{mod}/__init__.py": f"VERSION = {version!r}\n".encode(),
-        f"{dist}.dist-info/METADATA": (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-                                       + "".join(f"Requires-Dist: {r}\n" for r in requires)).encode(),
-        f"{dist}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: sparkdoctor-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    record = "".join(f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(b).digest()).rstrip(b'=').decode()},{len(b)}\n"
-                     for p, b in files.items()) + f"{dist}.dist-info/RECORD,,\n"
-    path = folder / f"{dist}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as z:
-        for p, b in {**files, f"{dist}.dist-info/RECORD": record.encode()}.items():
-            z.writestr(p, b)
-    return path
-
-
 FAM_FIX = """schema = 1
 id = "fam-unpin"
 title = "Lift the fam pin, reinstall the family at 2.x"
@@ -683,8 +662,8 @@ def family(tmp_path, wheels):
     house = tmp_path / "house"
     house.mkdir()
     for v in ("1.0", "2.0"):
-        make_wheel(house, "fam", v, (f"fam-libs=={v}",))
-        make_wheel(house, "fam-libs", v)
+        pure_wheel(house, "fam", v, (f"fam-libs=={v}",))
+        pure_wheel(house, "fam-libs", v)
     venv = tmp_path / "v"
     scenario.must([sys.executable, "-m", "venv", str(venv)])
     python = venv / "bin" / "python"
