@@ -226,7 +226,7 @@ def interrupted(exc: BaseException) -> tuple[int, str]:
     signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
     name = signal.Signals(signum).name
     done = exc.done if isinstance(exc, Interrupted) else None
-    return 128 + signum, f"interrupted ({name}); every probe it started was stopped" + (f"; {done}" if done else "")
+    return 128 + signum, f"interrupted ({name}); every process it started was stopped" + (f"; {done}" if done else "")
 
 
 # ---- running ---------------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ def test_a_signal_while_the_cli_loads_is_one_line_and_a_document(tmp_path, sig):
                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
     assert "Traceback" not in p.stderr, p.stderr
     assert p.returncode == 128 + sig, (p.returncode, p.stderr)
-    assert p.stderr == f"sparkdoctor: error: interrupted ({sig.name}); every probe it started was stopped\n", p.stderr
+    assert p.stderr == f"sparkdoctor: error: interrupted ({sig.name}); every process it started was stopped\n", p.stderr
     doc = json.loads(p.stdout)
     assert doc["exit_code"] == 128 + sig and doc["errors"][0]["code"] == "interrupted", doc
 

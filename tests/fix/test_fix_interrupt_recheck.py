@@ -34,5 +34,5 @@ def test_an_interrupted_check_after_the_apply_says_what_the_apply_left(monkeypat
     signum = signal.SIGINT if isinstance(signal_, KeyboardInterrupt) else signal.SIGTERM
     name = signal.Signals(signum).name
     assert proc.interrupted(caught.value) == (128 + signum,
-                                              f"interrupted ({name}); every probe it started was stopped; {said}")
+                                              f"interrupted ({name}); every process it started was stopped; {said}")
     assert errors.describe(caught.value)["message"] == f"interrupted ({name}); {said}"

@@ -48,7 +48,7 @@ def test_an_interrupted_rollback_says_what_to_run_and_that_run_finishes_it(tmp_p
             rollback.kill()
     assert rollback.returncode == 130, out + err
     assert err.strip().splitlines()[-1] == (
-        f"sparkdoctor: error: interrupted (SIGINT); every probe it started was stopped; the rollback of journal {journal} "
+        f"sparkdoctor: error: interrupted (SIGINT); every process it started was stopped; the rollback of journal {journal} "
         f"may have stopped part way: run `sparkdoctor fix --rollback {journal}` again, which puts back what is left and "
         "verifies it"), err
     assert scenario.diff(before, scenario.state(python, [])), "the interrupted rollback had already finished"
