@@ -93,6 +93,15 @@ def kill_naming(paths: list[str]) -> list[int]:
     return sorted(named)
 
 
+def alive(pid: int) -> bool:
+    """Whether process `pid` is there and not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
 def unmount_under(root: Path) -> None:
     """Every mount at or under root, deepest (latest) first, lazily: a mount still busy goes when its users do."""
     for line in reversed(Path("/proc/self/mounts").read_text().splitlines()):

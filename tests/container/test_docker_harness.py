@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from sparkdoctor import proc
+from tests.keeper import alive
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = """
@@ -23,14 +24,6 @@ os.kill(os.getpid(), signal.SIGKILL)  # a worker killed before any teardown
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 def test_a_killed_worker_takes_its_dockerd_with_it():
     done = subprocess.run([sys.executable, "-c", WORKER], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == -signal.SIGKILL and done.stdout.strip(), done.stdout + done.stderr[-2000:]
@@ -38,12 +31,12 @@ def test_a_killed_worker_takes_its_dockerd_with_it():
     pid_ = int(pid)
     try:
         for _ in range(240):  # until dockerd has shut down (a bound on polls, not a time verdict)
-            if not _alive(pid_):
+            if not alive(pid_):
                 break
             time.sleep(0.25)
-        assert not _alive(pid_), "dockerd outlived the worker that started it"
+        assert not alive(pid_), "dockerd outlived the worker that started it"
     finally:
-        if _alive(pid_):
+        if alive(pid_):
             os.kill(pid_, signal.SIGKILL)
         for line in reversed(Path("/proc/self/mounts").read_text().splitlines()):
             if line.split()[1].startswith(root):
@@ -71,9 +64,9 @@ def test_a_daemon_killed_under_its_containers_leaves_none_running():
 
 def _served_from(root: Path) -> list[int]:
     """Live shims serving `root`'s containers, and their children."""
-    shims = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _alive(int(p.name))
+    shims = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and alive(int(p.name))
              and b"containerd-shim" in _cmdline(p) and str(root).encode() in _cmdline(p)]
-    children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _alive(int(p.name)) and _parent(p) in shims]
+    children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and alive(int(p.name)) and _parent(p) in shims]
     return shims + children
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.interrupted import CASES, interrupt, wait_for_exit
-from tests.keeper import clean_up
+from tests.keeper import alive, clean_up
 
 SESSION_TESTS = {"docker": "test_waits_to_be_interrupted", "podman": "test_podman_waits_to_be_interrupted"}
 SKIPS = {"docker": "no container runtime can run here", "podman": "podman cannot run here"}
@@ -34,21 +34,13 @@ def _said(cmdline: bytes) -> str:
     return cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 def _leftovers(info: dict[str, object], container_cmd: bytes) -> dict[str, list[str]]:
     root = str(info["root"])
     container = int(str(info["container"]))
     found = {
         "processes": [f"{p.name} {_said(_cmdline(p.name))}" for p in Path("/proc").iterdir()
-                      if p.name.isdigit() and _alive(int(p.name)) and root.encode() in _cmdline(p.name)],
-        "container": [str(container)] if _alive(container) and _cmdline(container) == container_cmd else [],
+                      if p.name.isdigit() and alive(int(p.name)) and root.encode() in _cmdline(p.name)],
+        "container": [str(container)] if alive(container) and _cmdline(container) == container_cmd else [],
         "mounts": [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
                    if line.split()[1] == root or line.split()[1].startswith(root + "/")],
         "root": [root] if os.path.exists(root) else [],
