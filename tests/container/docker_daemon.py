@@ -34,10 +34,8 @@ from typing import Protocol, TypeVar
 import pytest
 
 from sparkdoctor import proc
+from tests import debian
 from tests import keeper as keepers
-
-APT_TIMEOUT = 600
-
 
 SKELETON_DIRS = ("proc", "sys", "dev", "tmp", "etc", "usr", "opt", "root", "run", "sbin", "var", "var/tmp", "work")
 
@@ -67,19 +65,9 @@ class NoRuntime(Exception):
 
 
 def _ensure_dockerd() -> str:
-    found = shutil.which("dockerd")
-    if found:
-        return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise NoRuntime("dockerd is not installed and this user cannot apt-get install docker.io")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    done = proc.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "docker.io"], timeout=APT_TIMEOUT, env=env)
-    if not done.ok:
-        proc.run(["apt-get", "update", "-q"], timeout=APT_TIMEOUT, env=env)
-        done = proc.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "docker.io"], timeout=APT_TIMEOUT, env=env)
-    found = shutil.which("dockerd")
+    found = debian.install(("docker.io",), lambda: shutil.which("dockerd"))
     if not found:
-        raise NoRuntime(f"apt-get install docker.io failed: {done.describe_failure()}")
+        raise NoRuntime("dockerd is not installed and this user cannot apt-get install docker.io")
     return found
 
 

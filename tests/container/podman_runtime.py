@@ -18,21 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkdoctor import proc
+from tests import debian
 from tests import keeper as keepers
-from tests.container.docker_daemon import APT_TIMEOUT, NoRuntime, skeleton_tar
+from tests.container.docker_daemon import NoRuntime, skeleton_tar
 
 
 def _ensure_podman() -> str:
-    found = shutil.which("podman")
-    if found and os.path.exists("/usr/libexec/podman/catatonit"):
-        return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise NoRuntime("podman (with catatonit, for --init) is not installed and this user cannot apt-get install it")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    done = proc.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "podman", "catatonit"], timeout=APT_TIMEOUT, env=env)
-    found = shutil.which("podman")
+    def find() -> str | None:
+        return shutil.which("podman") if os.path.exists("/usr/libexec/podman/catatonit") else None
+
+    found = debian.install(("podman", "catatonit"), find)
     if not found:
-        raise NoRuntime(f"apt-get install podman failed: {done.describe_failure()}")
+        raise NoRuntime("podman (with catatonit, for --init) is not installed and this user cannot apt-get install it")
     return found
 
 

@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests import debian
 from tests.ports import owns_listener
 
-APT_TIMEOUT = 600
 ALIAS = "sparkdoctor-fleet-sshd"
 
 
@@ -31,20 +31,13 @@ class NoSshd(Exception):
 
 
 def sshd_binary() -> str:
-    found = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
-    if found:
-        return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
+    def find() -> str | None:
+        return shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
+
+    found = debian.install(("openssh-server",), find)
+    if not found:
         raise NoSshd("sshd is not installed and this user cannot apt-get install openssh-server")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    argv = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "openssh-server"]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=APT_TIMEOUT, env=env)
-    if done.returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], capture_output=True, timeout=APT_TIMEOUT, env=env)
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=APT_TIMEOUT, env=env)
-    if done.returncode != 0 or not os.path.exists("/usr/sbin/sshd"):
-        raise NoSshd(f"apt-get install openssh-server failed: {(done.stderr or done.stdout).strip()[-300:]}")
-    return "/usr/sbin/sshd"
+    return found
 
 
 def free_port() -> int:

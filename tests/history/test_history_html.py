@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor import proc
+from tests import debian
 from tests.history.ledger_fixture import build
 
 REPO = Path(__file__).resolve().parents[2]
-APT_TIMEOUT = 900
 
 
 def cli(*args: object, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -32,19 +31,9 @@ def cli(*args: object, cwd: Path, env: dict | None = None) -> subprocess.Complet
 
 
 def chromium() -> str:
-    """Debian's chromium: installed with apt-get when missing (as tests/container/docker_daemon.py does dockerd)."""
-    found = shutil.which("chromium")
-    if found:
-        return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.fail("chromium is not installed and this user cannot apt-get install it")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    argv = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"]
-    if not proc.run(argv, timeout=APT_TIMEOUT, env=env).ok:
-        proc.run(["apt-get", "update", "-q"], timeout=APT_TIMEOUT, env=env)
-        done = proc.run(argv, timeout=APT_TIMEOUT, env=env)
-        assert done.ok, f"apt-get install chromium failed: {done.describe_failure()}"
-    return shutil.which("chromium") or pytest.fail("apt-get installed chromium but it is not on PATH")
+    """Debian's chromium: installed with apt-get when missing (tests/debian.py)."""
+    return debian.install(("chromium",), lambda: shutil.which("chromium")) or pytest.fail(
+        "chromium is not installed and this user cannot apt-get install it")
 
 
 def browse(page: Path, *extra: str) -> subprocess.CompletedProcess:
