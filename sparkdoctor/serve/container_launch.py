@@ -57,7 +57,6 @@ class ContainerLaunchError(BenchFailure, RuntimeError):
 
 def runtime_cli(runtime: str | None = None) -> list[str]:
     """The container CLI (container_inspect.container_cli chooses it, for check and launch alike)."""
-
     try:
         return container_cli(runtime)
     except TargetError as exc:
@@ -286,7 +285,6 @@ class ContainerServer:
 
     def start(self, pump: LogPump, say: Callable[[str], None]) -> None:
         """Sweep leftovers, check the image is here, `run -d`, follow its logs; ContainerLaunchError otherwise."""
-
         image = str(self.recipe.container)
         self._pump = pump
         removed = sweep_leftovers(self.cli)

@@ -18,12 +18,8 @@ import time
 from dataclasses import dataclass, field
 
 from sparkdoctor import orphans
-from sparkdoctor.serve.supervisor import group_members, stat_of
-
-
-def members(pgid: int) -> list[int]:
-    """Pids of live (non-zombie) processes whose process group is pgid, read from /proc."""
-    return sorted(group_members(pgid))
+from sparkdoctor.serve.supervisor import group_members as members
+from sparkdoctor.serve.supervisor import stat_of
 
 
 def tree(pid: int) -> list[int]:

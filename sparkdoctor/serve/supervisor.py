@@ -89,13 +89,13 @@ def token_of(pid: int) -> str | None:
 
 
 def group_members(pgid: int) -> list[int]:
-    """Pids of live (non-zombie) processes whose process group is pgid, read from /proc."""
+    """Pids of live (non-zombie) processes whose process group is pgid, read from /proc, in order."""
     found = []
     for name in os.listdir("/proc"):
         fields = (stat_of(name) or ("", []))[1] if name.isdigit() else []
         if len(fields) >= 3 and fields[0] != "Z" and int(fields[2]) == pgid:
             found.append(int(name))
-    return found
+    return sorted(found)
 
 
 def _say(text: str) -> None:
@@ -170,10 +170,6 @@ def _reap_adopted(server: int) -> None:
             return
         with contextlib.suppress(ChildProcessError):
             os.waitpid(info.si_pid, os.WNOHANG)
-
-
-def _owner_gone(owner: int) -> bool:
-    return os.getppid() != owner
 
 
 def carriers(token: str, floor: int, pids: list[int] | None = None) -> list[int]:
@@ -291,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
               "owner": {"pid": args.owner, "start": args.owner_start, "boot": args.boot},
               "supervisor": {"pid": me, "start": start_time(me)}, "cleanup": cleanup,
               "program": os.path.basename(command[0]) if command else ""}
-    if _owner_gone(args.owner):  # died before the signal was armed
+    if os.getppid() != args.owner:  # died before the signal was armed
         _write_record(args.record, record)
         sys.exit(70)
     try:
@@ -309,7 +305,7 @@ def main(argv: list[str] | None = None) -> None:
         code = server.poll()
         if code is not None:
             _exit_like(code)  # what it adopted passes to sparkdoctor, whose teardown stops it
-        if _owner_gone(args.owner):
+        if os.getppid() != args.owner:
             _say(f"sparkdoctor (pid {args.owner}) is gone: stopping the server (process group {pgid})")
             _stop_group(pgid, args.grace, cleanup, args.token, floor)
             sys.exit(0)
