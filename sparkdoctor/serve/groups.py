@@ -18,8 +18,9 @@ import time
 from dataclasses import dataclass, field
 
 from sparkdoctor import orphans
-from sparkdoctor.serve.supervisor import group_members as members
-from sparkdoctor.serve.supervisor import stat_of
+from sparkdoctor.serve.supervisor import group_members, stat_of
+
+members = group_members  # pids of the live processes of a group, in order (read from /proc)
 
 
 def tree(pid: int) -> list[int]:

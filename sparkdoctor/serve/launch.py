@@ -96,22 +96,15 @@ class Server:
     _pump: LogPump | None = field(default=None, repr=False)
     _t0: float = field(default=0.0, repr=False)
 
-    @property
-    def pids(self) -> set[int]:
-        """Every process of its group seen while it ran (local only)."""
-        return self.watch.processes() if self.watch else set()
-
     def memory(self) -> dict[str, object] | None:
         """The memory record of the run so far (serve/memwatch.py), None for a server in a container."""
         return self.watch.record() if self.watch else None
 
     def _died_error(self, message: str, pump: LogPump, returncode: int | None = None, not_ready: bool = False) -> LaunchError:
+        watch = self.watch
         return LaunchError(message, log_tail=pump.tail_lines(), findings=pump.hits, log_path=self.log_path,
-                           pids=self.pids or None, samples=self.watch.points() if self.watch else (),
+                           pids=(watch.processes() or None) if watch else None, samples=watch.points() if watch else (),
                            memory=self.memory(), returncode=returncode, not_ready=not_ready)
-
-    def log_tail(self) -> list[str]:
-        return self._pump.tail_lines() if self._pump else []
 
     def alive(self) -> bool:
         return self._child is not None and self._child.exited() is None
@@ -331,7 +324,7 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Matrix | Sequence[HasSympto
                 error.args = (f"{error.args[0]}; teardown: {server.teardown.describe()}",)
         elif error is None and not server.teardown.clean:
             raise LaunchError(f"{recipe.name}: could not take the server down: {server.teardown.describe()}",
-                              log_tail=server.log_tail(), findings=server.findings, log_path=log_path,
+                              log_tail=pump.tail_lines(), findings=server.findings, log_path=log_path,
                               teardown=server.teardown)
         if late is not None and not isinstance(error, (KeyboardInterrupt, proc.Interrupted)):  # else that one goes on
             raise late
