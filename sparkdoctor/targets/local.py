@@ -206,13 +206,8 @@ def scripts_elsewhere(python: str, most: int = 2000) -> dict[str, str]:
         entries = sorted(bin_dir.iterdir())[:most]
     except OSError:
         return {}
-    found = {}
-    for entry in entries:
-        if not entry.is_symlink() and entry.is_file():
-            other = runs_elsewhere(entry, bin_dir)
-            if other:
-                found[entry.name] = other
-    return found
+    found = {entry.name: runs_elsewhere(entry, bin_dir) for entry in entries if not entry.is_symlink() and entry.is_file()}
+    return {name: python for name, python in found.items() if python}
 
 
 def _interpreter_at(python: str) -> str:
