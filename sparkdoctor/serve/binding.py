@@ -150,11 +150,6 @@ print(json.dumps(out))
 """
 
 
-def readable(pids: list[int]) -> bool:
-    """Whether this machine can tell which sockets `pids` hold (a rootless runtime's, another user's: it cannot)."""
-    return bool(pids) and all(os.access(f"/proc/{pid}/fd", os.R_OK) for pid in pids)
-
-
 def wide_inside(exec_prefix: list[str], timeout: float = 10.0) -> list[tuple[str, int]] | None:
     """(address, port) of the sockets a container's processes listen on beyond loopback, asked of the container
     itself (`exec_prefix`: RUNTIME exec -u 0 NAME) by its python3 or python; None when neither answers."""

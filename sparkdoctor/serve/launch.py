@@ -130,11 +130,10 @@ class Server:
 def _resolve_argv(argv: list[str], python: str | Path | None) -> tuple[list[str], dict[str, str]]:
     """argv with its program found in the target environment's bin/ (when `python` names one), and the PATH
     that puts that bin/ first, as an activated venv would."""
-    env: dict[str, str] = {}
     if python is None:
-        return argv, env
+        return argv, {}
     bin_dir = Path(python).parent
-    env["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
     if os.sep not in argv[0] and (bin_dir / argv[0]).exists():
         program = bin_dir / argv[0]
         # A venv copied or moved elsewhere keeps its scripts' first line: `bin/vllm` would run the old place's
@@ -334,20 +333,16 @@ def _take_down(server: Server, child: LocalServer | ContainerServer, grace: floa
                say: Callable[[str], None]) -> BaseException | None:
     """Stop the server (into server.teardown). A second Ctrl-C or SIGTERM meanwhile cuts the grace short, never the
     teardown: all of it gets SIGKILL at once, further signals held till then; that interrupt is returned, else None."""
-    try:
-        if server.watch:
-            server.watch.stop()
-        server.teardown = child.teardown(grace, pump, say)
-        return None
-    except (KeyboardInterrupt, proc.Interrupted) as exc:
-        late: BaseException = exc
-    try:
-        with proc.signals_held():
-            if server.watch:
-                server.watch.stop()
-            server.teardown = child.teardown(0.0, pump, say)
-    except (KeyboardInterrupt, proc.Interrupted) as exc:  # a third one, held until the forced teardown was done
-        late = exc
+    late: BaseException | None = None
+    for seconds in (grace, 0.0):  # the second time round: forced, with signals held
+        try:
+            with proc.signals_held() if late else contextlib.nullcontext():
+                if server.watch:
+                    server.watch.stop()
+                server.teardown = child.teardown(seconds, pump, say)
+            return late
+        except (KeyboardInterrupt, proc.Interrupted) as exc:  # a third one is held until the forced teardown was done
+            late = exc
     return late
 
 
