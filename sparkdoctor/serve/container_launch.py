@@ -94,14 +94,12 @@ def gpu_args(engine: str, host_has_gpu: bool, runtimes: list[str], cdi_nvidia: b
     """The GPU flags for `run`, and a note when the host has a GPU the container will not get."""
     if not host_has_gpu:
         return [], None
-    if engine == "podman":
-        if cdi_nvidia:
-            return ["--device", "nvidia.com/gpu=all"], None
-        return [], "the host has an NVIDIA GPU but no CDI spec (nvidia-ctk cdi generate): the container gets no GPU"
-    if "nvidia" in runtimes:
+    if engine != "podman" and "nvidia" in runtimes:
         return ["--runtime", "nvidia", "--gpus", "all"], None
     if cdi_nvidia:
         return ["--device", "nvidia.com/gpu=all"], None
+    if engine == "podman":
+        return [], "the host has an NVIDIA GPU but no CDI spec (nvidia-ctk cdi generate): the container gets no GPU"
     return [], "the host has an NVIDIA GPU but docker has no nvidia runtime or CDI spec: the container gets no GPU"
 
 

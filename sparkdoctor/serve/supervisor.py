@@ -267,17 +267,16 @@ def main(argv: list[str] | None = None) -> None:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     cleanup = json.loads(args.cleanup)
 
-    def ignore(_signum, _frame):
-        pass  # the group's teardown signals the server itself; this process waits for it to end
-
     waiting = [False]
 
     def wake(_signum, _frame):
         if waiting[0]:  # only out of the wait (anywhere else the loop's next check comes soon anyway)
             raise _Woken  # the parent may be gone: checked below, not assumed
 
+    # ignored (the group's teardown signals the server itself; this process waits for it to end) by a handler, not
+    # SIG_IGN: handlers do not pass through exec to the server
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, ignore)  # a handler, not SIG_IGN: handlers do not pass through exec to the server
+        signal.signal(sig, lambda _signum, _frame: None)
     signal.signal(signal.SIGUSR1, wake)
     _prctl(PR_SET_PDEATHSIG, signal.SIGUSR1)
     adopting = _prctl(PR_SET_CHILD_SUBREAPER, 1)  # before the server starts: a daemon may leave its group at once
