@@ -245,7 +245,6 @@ class ContainerTarget:
         return self.start_script(script, args, env, inside_timeout=timeout).result(timeout)
 
     def file_transport(self) -> FileTransport:
-        """The container's files, through the container CLI (targets/container_files.py)."""
         return ContainerFiles(self)
 
 

@@ -101,7 +101,6 @@ def probes_folder() -> str:
 
 
 def probe_script(name: str) -> str:
-    """probes/<name>/__main__.py."""
     return os.path.join(probes_folder(), name, "__main__.py")
 
 
