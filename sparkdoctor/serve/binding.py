@@ -71,11 +71,9 @@ def all_listeners(root: Path = Path("/proc")) -> dict[int, tuple[str, int]]:
             fields = line.split()
             if len(fields) < 10 or fields[3] != "0A":
                 continue
-            try:
+            with contextlib.suppress(IndexError, ValueError):
                 address, at = fields[1].rsplit(":", 1)
                 found[int(fields[9])] = (_address(address), int(at, 16))
-            except (IndexError, ValueError):
-                continue
     return found
 
 

@@ -315,14 +315,12 @@ def main(argv: list[str] | None = None) -> None:
             if now != record.get("tree"):
                 record["tree"] = now
                 _write_record(args.record, record)
-        try:  # _Woken is raised only inside this try (waiting is set only here), and only cuts a sleep short
+        with contextlib.suppress(_Woken):  # raised only in here (waiting is set only here), it only cuts a sleep short
             waiting[0] = True
             try:
                 time.sleep(POLL_S)
             finally:
                 waiting[0] = False
-        except _Woken:
-            pass
 
 
 if __name__ == "__main__":
