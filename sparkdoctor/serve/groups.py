@@ -20,10 +20,7 @@ from dataclasses import dataclass, field
 from sparkdoctor import orphans
 from sparkdoctor.serve.supervisor import group_members, stat_of
 
-
-def members(pgid: int) -> list[int]:
-    """Pids of live (non-zombie) processes whose process group is pgid, read from /proc."""
-    return sorted(group_members(pgid))
+members = group_members  # pids of the live processes of a group, in order (read from /proc)
 
 
 def tree(pid: int) -> list[int]:

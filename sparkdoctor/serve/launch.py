@@ -96,22 +96,15 @@ class Server:
     _pump: LogPump | None = field(default=None, repr=False)
     _t0: float = field(default=0.0, repr=False)
 
-    @property
-    def pids(self) -> set[int]:
-        """Every process of its group seen while it ran (local only)."""
-        return self.watch.processes() if self.watch else set()
-
     def memory(self) -> dict[str, object] | None:
         """The memory record of the run so far (serve/memwatch.py), None for a server in a container."""
         return self.watch.record() if self.watch else None
 
     def _died_error(self, message: str, pump: LogPump, returncode: int | None = None, not_ready: bool = False) -> LaunchError:
+        watch = self.watch
         return LaunchError(message, log_tail=pump.tail_lines(), findings=pump.hits, log_path=self.log_path,
-                           pids=self.pids or None, samples=self.watch.points() if self.watch else (),
+                           pids=(watch.processes() or None) if watch else None, samples=watch.points() if watch else (),
                            memory=self.memory(), returncode=returncode, not_ready=not_ready)
-
-    def log_tail(self) -> list[str]:
-        return self._pump.tail_lines() if self._pump else []
 
     def alive(self) -> bool:
         return self._child is not None and self._child.exited() is None
@@ -137,11 +130,10 @@ class Server:
 def _resolve_argv(argv: list[str], python: str | Path | None) -> tuple[list[str], dict[str, str]]:
     """argv with its program found in the target environment's bin/ (when `python` names one), and the PATH
     that puts that bin/ first, as an activated venv would."""
-    env: dict[str, str] = {}
     if python is None:
-        return argv, env
+        return argv, {}
     bin_dir = Path(python).parent
-    env["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
     if os.sep not in argv[0] and (bin_dir / argv[0]).exists():
         program = bin_dir / argv[0]
         # A venv copied or moved elsewhere keeps its scripts' first line: `bin/vllm` would run the old place's
@@ -331,7 +323,7 @@ def launch(recipe: Recipe, *, run_dir: Path, matrix: Matrix | Sequence[HasSympto
                 error.args = (f"{error.args[0]}; teardown: {server.teardown.describe()}",)
         elif error is None and not server.teardown.clean:
             raise LaunchError(f"{recipe.name}: could not take the server down: {server.teardown.describe()}",
-                              log_tail=server.log_tail(), findings=server.findings, log_path=log_path,
+                              log_tail=pump.tail_lines(), findings=server.findings, log_path=log_path,
                               teardown=server.teardown)
         if late is not None and not isinstance(error, (KeyboardInterrupt, proc.Interrupted)):  # else that one goes on
             raise late
@@ -341,20 +333,16 @@ def _take_down(server: Server, child: LocalServer | ContainerServer, grace: floa
                say: Callable[[str], None]) -> BaseException | None:
     """Stop the server (into server.teardown). A second Ctrl-C or SIGTERM meanwhile cuts the grace short, never the
     teardown: all of it gets SIGKILL at once, further signals held till then; that interrupt is returned, else None."""
-    try:
-        if server.watch:
-            server.watch.stop()
-        server.teardown = child.teardown(grace, pump, say)
-        return None
-    except (KeyboardInterrupt, proc.Interrupted) as exc:
-        late: BaseException = exc
-    try:
-        with proc.signals_held():
-            if server.watch:
-                server.watch.stop()
-            server.teardown = child.teardown(0.0, pump, say)
-    except (KeyboardInterrupt, proc.Interrupted) as exc:  # a third one, held until the forced teardown was done
-        late = exc
+    late: BaseException | None = None
+    for seconds in (grace, 0.0):  # the second time round: forced, with signals held
+        try:
+            with proc.signals_held() if late else contextlib.nullcontext():
+                if server.watch:
+                    server.watch.stop()
+                server.teardown = child.teardown(seconds, pump, say)
+            return late
+        except (KeyboardInterrupt, proc.Interrupted) as exc:  # a third one is held until the forced teardown was done
+            late = exc
     return late
 
 

@@ -48,9 +48,7 @@ class LogPump:
         self._partial: dict[IO[bytes], tuple[int, str]] = {}  # per stream, the line it is still printing
 
     def start(self, *streams: IO[bytes] | None) -> None:
-        for stream in streams:
-            if stream is None:
-                continue
+        for stream in filter(None, streams):
             thread = threading.Thread(target=self._read, args=(stream,), name="sparkdoctor-logpump", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -103,10 +101,7 @@ class LogPump:
         """The last non-empty line printed so far, one still being printed first ('' when none)."""
         with self._lock:
             printing = [text for after, text in self._partial.values() if after == self.lines]
-            for line in map(_shown, [*printing, *reversed(self.tail)]):
-                if line.strip():
-                    return line.strip()
-        return ""
+            return next((line.strip() for line in map(_shown, [*printing, *reversed(self.tail)]) if line.strip()), "")
 
     def tail_lines(self) -> list[str]:
         with self._lock:

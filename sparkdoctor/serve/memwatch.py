@@ -30,8 +30,7 @@ class MemoryWatch:
     """Sample the process group `pgid` (led by the supervisor, the server `pid` inside it) until stop()."""
 
     def __init__(self, pgid: int, pid: int, t0: float, every: float = EVERY_S):
-        self.pgid, self.t0, self.every = pgid, t0, every
-        self.pid = pid
+        self.pgid, self.pid, self.t0, self.every = pgid, pid, t0, every
         self._pids: set[int] = {pid}
         self.cgroup_limit_bytes: int | None = None  # the server's memory cgroup's limit, once seen (it may join one late)
         self.high_water_bytes: int | None = None

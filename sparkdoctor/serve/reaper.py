@@ -82,11 +82,6 @@ def _command(pid: int, comm: str) -> str:
     return text if len(text) <= COMMAND_MAX else text[:COMMAND_MAX] + "..."
 
 
-def _kill(pid: int, sig: int) -> None:
-    with contextlib.suppress(OSError):  # it ended meanwhile: the reap below sees it
-        os.kill(pid, sig)
-
-
 def _reap(pid: int) -> bool:
     """Whether `pid` is gone: reaped now, or no longer a child of this process."""
     try:
@@ -131,7 +126,8 @@ class _Search:
             self.found[child.pid] = Escaped(child.pid, _command(child.pid, child.comm),
                                             "had exited" if child.state == "Z" else how)
             if child.state != "Z":
-                _kill(child.pid, sig)
+                with contextlib.suppress(OSError):  # it ended meanwhile: the reap below sees it
+                    os.kill(child.pid, sig)
         for e in self.pending():
             e.gone = _reap(e.pid)
         return new
@@ -155,7 +151,8 @@ def settle(report: Teardown, token: str, floor: int | None, exclude: set[int], g
     search.run(signal.SIGTERM, "SIGTERM", t0 + grace)
     if search.pending():
         for e in search.pending():
-            _kill(e.pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.kill(e.pid, signal.SIGKILL)
             e.how += f" then SIGKILL after {grace:g}s"
         search.run(signal.SIGKILL, "SIGKILL", time.monotonic() + KILL_WAIT_S)
     report.escaped = sorted(search.found.values(), key=lambda e: e.pid)

@@ -168,7 +168,6 @@ def _remove_ipc_dirs(doc: dict[str, object]) -> None:
 # ---- containers ---------------------------------------------------------------------------------------------------
 def _sweep_container(doc: dict[str, object]) -> tuple[str | None, bool]:
     """(what was removed, whether the record can go)."""
-
     cli, name, label = doc.get("cli"), doc.get("name"), doc.get("owner_label")
     if not (isinstance(cli, list) and cli and isinstance(name, str) and name and isinstance(label, str)):
         return None, True
@@ -241,7 +240,6 @@ def _mtime(path: Path) -> float:
 # ---- starting under the supervisor ----------------------------------------------------------------------------
 def supervised(argv: list[str], record: Path | None, token: str, grace: float, cleanup: list[list[str]] | None = None) -> list[str]:
     """`argv` run under serve/supervisor.py, which stops it (and runs `cleanup`) when this process dies."""
-
     owner = me()
     return [sys.executable, "-I", "-S", supervisor.__file__, "--owner", str(owner["pid"]), "--owner-start",
             str(owner["start"]), "--boot", owner["boot"], "--record", str(record or ""), "--token", token,

@@ -89,13 +89,13 @@ def token_of(pid: int) -> str | None:
 
 
 def group_members(pgid: int) -> list[int]:
-    """Pids of live (non-zombie) processes whose process group is pgid, read from /proc."""
+    """Pids of live (non-zombie) processes whose process group is pgid, read from /proc, in order."""
     found = []
     for name in os.listdir("/proc"):
         fields = (stat_of(name) or ("", []))[1] if name.isdigit() else []
         if len(fields) >= 3 and fields[0] != "Z" and int(fields[2]) == pgid:
             found.append(int(name))
-    return found
+    return sorted(found)
 
 
 def _say(text: str) -> None:
@@ -170,10 +170,6 @@ def _reap_adopted(server: int) -> None:
             return
         with contextlib.suppress(ChildProcessError):
             os.waitpid(info.si_pid, os.WNOHANG)
-
-
-def _owner_gone(owner: int) -> bool:
-    return os.getppid() != owner
 
 
 def carriers(token: str, floor: int, pids: list[int] | None = None) -> list[int]:
@@ -271,17 +267,16 @@ def main(argv: list[str] | None = None) -> None:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     cleanup = json.loads(args.cleanup)
 
-    def ignore(_signum, _frame):
-        pass  # the group's teardown signals the server itself; this process waits for it to end
-
     waiting = [False]
 
     def wake(_signum, _frame):
         if waiting[0]:  # only out of the wait (anywhere else the loop's next check comes soon anyway)
             raise _Woken  # the parent may be gone: checked below, not assumed
 
+    # ignored (the group's teardown signals the server itself; this process waits for it to end) by a handler, not
+    # SIG_IGN: handlers do not pass through exec to the server
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, ignore)  # a handler, not SIG_IGN: handlers do not pass through exec to the server
+        signal.signal(sig, lambda _signum, _frame: None)
     signal.signal(signal.SIGUSR1, wake)
     _prctl(PR_SET_PDEATHSIG, signal.SIGUSR1)
     adopting = _prctl(PR_SET_CHILD_SUBREAPER, 1)  # before the server starts: a daemon may leave its group at once
@@ -291,7 +286,7 @@ def main(argv: list[str] | None = None) -> None:
               "owner": {"pid": args.owner, "start": args.owner_start, "boot": args.boot},
               "supervisor": {"pid": me, "start": start_time(me)}, "cleanup": cleanup,
               "program": os.path.basename(command[0]) if command else ""}
-    if _owner_gone(args.owner):  # died before the signal was armed
+    if os.getppid() != args.owner:  # died before the signal was armed
         _write_record(args.record, record)
         sys.exit(70)
     try:
@@ -309,7 +304,7 @@ def main(argv: list[str] | None = None) -> None:
         code = server.poll()
         if code is not None:
             _exit_like(code)  # what it adopted passes to sparkdoctor, whose teardown stops it
-        if _owner_gone(args.owner):
+        if os.getppid() != args.owner:
             _say(f"sparkdoctor (pid {args.owner}) is gone: stopping the server (process group {pgid})")
             _stop_group(pgid, args.grace, cleanup, args.token, floor)
             sys.exit(0)
@@ -320,14 +315,12 @@ def main(argv: list[str] | None = None) -> None:
             if now != record.get("tree"):
                 record["tree"] = now
                 _write_record(args.record, record)
-        try:  # _Woken is raised only inside this try (waiting is set only here), and only cuts a sleep short
+        with contextlib.suppress(_Woken):  # raised only in here (waiting is set only here), it only cuts a sleep short
             waiting[0] = True
             try:
                 time.sleep(POLL_S)
             finally:
                 waiting[0] = False
-        except _Woken:
-            pass
 
 
 if __name__ == "__main__":

@@ -177,8 +177,10 @@ class ContainerTarget:
         pairs = [*([f"{TOKEN_ENV}={token}"] if token else []), *env]
         return [*self.engine, "exec", *(["-i"] if stdin else []), *[a for kv in pairs for a in ("-e", kv)], self.name, *inside]
 
-    def exec_run(self, argv: list[str], timeout: float, input: str | None = None, env: tuple[str, ...] = ()) -> proc.ProcResult:
-        """argv run in the container, bounded there and here: what it left running when it ran out of time is reaped."""
+    def run_command(self, argv: list[str], timeout: float, input: str | None = None,
+                    env: tuple[str, ...] = ()) -> proc.ProcResult:
+        """A command inside the container (a tool such as ptxas; no shell unless argv names one; `env`: K=V pairs),
+        bounded there and here: what it left running when it ran out of time is reaped."""
         token = secrets.token_hex(16)
         res = proc.run(self.exec_argv(argv, input is not None, timeout + INSIDE_MARGIN, token, env), timeout=timeout, input=input)
         return self.stopped_under(reaped(res, token))
@@ -242,12 +244,7 @@ class ContainerTarget:
     def run_script(self, script: Path, args: list[str], timeout: float, env: dict[str, str] | None = None) -> proc.ProcResult:
         return self.start_script(script, args, env, inside_timeout=timeout).result(timeout)
 
-    def run_command(self, argv: list[str], timeout: float, input: str | None = None) -> proc.ProcResult:
-        """A command inside the container (a tool such as ptxas; no shell unless argv names one)."""
-        return self.exec_run(argv, timeout, input)
-
     def file_transport(self) -> FileTransport:
-        """The container's files, through the container CLI (targets/container_files.py)."""
         return ContainerFiles(self)
 
 

@@ -141,20 +141,17 @@ def find_python(cli: list[str], name: str) -> tuple[str, str, bool]:
     container's PATH. Each look is bounded in the container (its sh, BOUNDED) and here (reaped): a candidate that
     hangs is stopped, never left running there."""
     shell = ContainerTarget(cli, name, "", "", shell=True)
-    res = shell.exec_run(["sh", "-c", FIND_SCRIPT], FIND_TIMEOUT, env=_find_env())
+    res = shell.run_command(["sh", "-c", FIND_SCRIPT], FIND_TIMEOUT, env=_find_env())
     if res.timed_out:
         raise TargetError(f"--container {name}: looking for Python in the container did not finish within {res.seconds:.1f}s")
-    found = []
-    for line in res.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[1] in ("0", "1"):
-            found.append((parts[0], parts[1] == "1", parts[2]))
+    # a line per candidate: PATH HAS_VLLM VERSION
+    found = [(p[0], p[1] == "1") for p in map(str.split, res.stdout.splitlines()) if len(p) == 3 and p[1] in ("0", "1")]
     if not found and not res.ok and not has_shell(cli, name):
         bare = ContainerTarget(cli, name, "", "")
         for python in ("python3", "python"):  # no shell in the image: try the usual names directly
-            if bare.exec_run([python, "-S", "-B", "-c", "pass"], FIND_TIMEOUT).ok:
+            if bare.run_command([python, "-S", "-B", "-c", "pass"], FIND_TIMEOUT).ok:
                 return python, "the container's PATH (no shell in the image)", False
-    with_vllm = [p for p, has, _ in found if has]
+    with_vllm = [p for p, has in found if has]
     if with_vllm:
         return with_vllm[0], "vLLM found in the container", True
     if found:
@@ -164,7 +161,7 @@ def find_python(cli: list[str], name: str) -> tuple[str, str, bool]:
 
 def has_shell(cli: list[str], name: str) -> bool:
     """Whether the container has a sh (a distroless image has none)."""
-    return ContainerTarget(cli, name, "", "").exec_run(["sh", "-c", ":"], FIND_TIMEOUT).ok
+    return ContainerTarget(cli, name, "", "").run_command(["sh", "-c", ":"], FIND_TIMEOUT).ok
 
 
 def check_python(target: ContainerTarget) -> None:

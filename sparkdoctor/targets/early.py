@@ -101,7 +101,6 @@ def probes_folder() -> str:
 
 
 def probe_script(name: str) -> str:
-    """probes/<name>/__main__.py."""
     return os.path.join(probes_folder(), name, "__main__.py")
 
 
@@ -210,11 +209,8 @@ def _default_python() -> str | None:
     no interpreter, which the ordinary path refuses."""
     venv = os.environ.get("VIRTUAL_ENV")
     if venv:
-        for name in ("bin/python", "bin/python3"):
-            candidate = os.path.join(venv, name)
-            if os.path.exists(candidate):
-                return candidate
-        return None
+        found = (os.path.join(venv, name) for name in ("bin/python", "bin/python3"))
+        return next((path for path in found if os.path.exists(path)), None)
     return sys.executable
 
 

@@ -105,17 +105,8 @@ def write(path, data, mode=None):
         if not os.path.isdir(folder):
             os.makedirs(folder)
         old = os.stat(path) if os.path.exists(path) else None
-        if mode is None and old is not None:
-            mode = stat.S_IMODE(old.st_mode)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if old is not None and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
-            with contextlib.suppress(PermissionError):  # root keeps the owner; anyone else cannot give a file away
-                os.chown(tmp, old.st_uid, old.st_gid)
-        os.chmod(tmp, 0o644 if mode is None else mode)
+        _fill(fd, data, old, mode)
         os.replace(tmp, path)
         tmp = None
         fsync_dir(folder)
@@ -125,6 +116,21 @@ def write(path, data, mode=None):
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def _fill(fd, data, old, mode):
+    """The new file's bytes, then by its fd the owner and mode of the file it replaces, `old` (or `mode`; 0o644 for a
+    new file), and fsync; the fd is closed."""
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        if old is not None and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
+            with contextlib.suppress(PermissionError):  # root keeps the owner; anyone else cannot give a file away
+                os.fchown(fh.fileno(), old.st_uid, old.st_gid)
+        if mode is None:
+            mode = 0o644 if old is None else stat.S_IMODE(old.st_mode)
+        os.fchmod(fh.fileno(), mode)
+        os.fsync(fh.fileno())
 
 
 def _refused(path, why):
@@ -178,18 +184,9 @@ def write_under(roots, path, data, mode=None):
             old = None
         if old is not None and stat.S_ISLNK(old.st_mode):
             raise _refused(path, "it is a symbolic link")
-        if mode is None and old is not None:
-            mode = stat.S_IMODE(old.st_mode)
         tmp = ".%s.%s.tmp" % (name, base64.b32encode(os.urandom(10)).decode("ascii").lower())
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            if old is not None and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
-                with contextlib.suppress(PermissionError):  # as write(): root keeps the owner
-                    os.fchown(fh.fileno(), old.st_uid, old.st_gid)
-            os.fchmod(fh.fileno(), 0o644 if mode is None else mode)
-            os.fsync(fh.fileno())
+        _fill(fd, data, old, mode)
         os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         tmp = None
         with contextlib.suppress(OSError):

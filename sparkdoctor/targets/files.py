@@ -60,8 +60,13 @@ class LocalFiles:
             if not os.path.isfile(path):
                 continue
             target = Path(dest) / str(i)
+            tmp = target.with_name(f".{target.name}.tmp")  # until the copy is complete
             try:
-                _copy(Path(path), target)
+                with open(path, "rb") as fin, open(tmp, "wb") as fout:
+                    shutil.copyfileobj(fin, fout, 1 << 20)
+                    fout.flush()
+                    os.fsync(fout.fileno())
+                os.replace(tmp, target)
                 out[path] = {"name": target.name, "mode": os.stat(path).st_mode & 0o7777}
             except OSError as exc:
                 raise FileError(f"{path}: cannot copy: {exc.strerror or exc}") from None
@@ -86,16 +91,6 @@ class LocalFiles:
             yield path
         finally:
             shutil.rmtree(path, ignore_errors=True)
-
-
-def _copy(src: Path, dest: Path) -> None:
-    """A byte copy, fsynced, under a temporary name until complete."""
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    with open(src, "rb") as fin, open(tmp, "wb") as fout:
-        shutil.copyfileobj(fin, fout, 1 << 20)
-        fout.flush()
-        os.fsync(fout.fileno())
-    os.replace(tmp, dest)
 
 
 def transport_of(target: Target) -> FileTransport:

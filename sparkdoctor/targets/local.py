@@ -206,13 +206,8 @@ def scripts_elsewhere(python: str, most: int = 2000) -> dict[str, str]:
         entries = sorted(bin_dir.iterdir())[:most]
     except OSError:
         return {}
-    found = {}
-    for entry in entries:
-        if not entry.is_symlink() and entry.is_file():
-            other = runs_elsewhere(entry, bin_dir)
-            if other:
-                found[entry.name] = other
-    return found
+    found = {entry.name: runs_elsewhere(entry, bin_dir) for entry in entries if not entry.is_symlink() and entry.is_file()}
+    return {name: python for name, python in found.items() if python}
 
 
 def _interpreter_at(python: str) -> str:
@@ -245,16 +240,15 @@ def _refuse_dangling(given: str, link: Path) -> None:
     the chain, not "no such interpreter" (the file is right there in `ls`)."""
     if not (link.is_symlink() and not link.exists()):
         return
-    seen, here = {str(link)}, link
-    for _hop in range(40):  # the kernel's own limit on links followed
+    here = link
+    for _hop in range(40):  # the kernel's own limit on links followed (a loop of links ends here too)
         target = here.parent / os.readlink(here)
         if not os.path.lexists(target):
             via = "" if here == link else f" (through {here})"
             raise TargetError(f"{given}: {link} is a link{via} to {os.readlink(here)}, which does not exist "
                               "(the Python this environment was made with is gone: recreate the environment)")
-        if str(target) in seen or not target.is_symlink():
+        if not target.is_symlink():
             break
-        seen.add(str(target))
         here = target
     raise TargetError(f"{given}: {link} is a link that never reaches a file (a loop of links, or a "
                       "chain that ends at a missing one)")

@@ -56,7 +56,6 @@ def _local(target: Target) -> bool:
 
 
 def cache_file(cache_root: Path, python: str) -> Path:
-    """early.hash_cache_file, as a Path."""
     return Path(early.hash_cache_file(str(cache_root), python))
 
 
