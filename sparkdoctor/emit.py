@@ -56,12 +56,12 @@ def render(result: Result[object], fmt: Format, output: Path | None = None) -> s
     from sparkdoctor import views
     from sparkdoctor.text import shown
 
-    text = views.render(result, fmt, sink_for(output, fmt))
+    sink = sink_for(output, fmt)
+    text = views.render(result, fmt, sink)
     # the text formats carry a snapshot's strings as written; console output is escaped as it is drawn (Sink.console)
     if fmt in (Format.markdown, Format.github, Format.forum):
         return shown(text)
-    on_terminal = output is None and sys.stdout is not None and sys.stdout.isatty()
-    return unpadded(text) if fmt is Format.console and not on_terminal else text  # rich pads lines to the width
+    return unpadded(text) if fmt is Format.console and not sink.at_terminal() else text  # rich pads lines to the width
 
 
 def emit(result: Result[object], fmt: Format | str, output: Path | None = None) -> int:
