@@ -168,12 +168,10 @@ def written_once() -> Iterator[None]:
 def reader_left(fd: int | None = None) -> None:
     """The reader went away (`| head`) or the stream cannot take more (`> /dev/full`): point stdout (or `fd`) at
     /dev/null so the interpreter's final flush stays quiet too."""
-    try:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno() if fd is None else fd)
         os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass
 
 
 def emit_error(error: BaseException, exit_code: int) -> None:
@@ -185,19 +183,15 @@ def emit_error(error: BaseException, exit_code: int) -> None:
         # bench, rerun: what judged the launch that failed
         from sparkdoctor.views.sarif import failure_sarif
 
-        try:
+        with contextlib.suppress(OutputError):
             write_stdout(failure_sarif(REQUESTED.command or _command_from_argv(), error, exit_code))
-        except OutputError:
-            pass
         return
     if REQUESTED.format is not Format.json or REQUESTED.output is not None:
         return
     from sparkdoctor.views import dump
 
-    try:
+    with contextlib.suppress(OutputError):
         write_stdout(dump(error_document(REQUESTED.command or _command_from_argv(), error, exit_code)))
-    except OutputError:
-        pass
 
 
 def _command_from_argv() -> str:

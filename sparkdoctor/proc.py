@@ -193,12 +193,9 @@ def install_signal_handlers() -> None:
         raise Interrupted(signum)
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        try:
-            if signal.getsignal(sig) == signal.SIG_IGN:
-                continue
-            signal.signal(sig, handler)
-        except (ValueError, OSError):  # not the main thread, or not settable here
-            pass
+        with contextlib.suppress(ValueError, OSError):  # not the main thread, or not settable here
+            if signal.getsignal(sig) != signal.SIG_IGN:
+                signal.signal(sig, handler)
 
 
 @contextlib.contextmanager
