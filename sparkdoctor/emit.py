@@ -56,12 +56,12 @@ def render(result: Result[object], fmt: Format, output: Path | None = None) -> s
     from sparkdoctor import views
     from sparkdoctor.text import shown
 
-    text = views.render(result, fmt, sink_for(output, fmt))
+    sink = sink_for(output, fmt)
+    text = views.render(result, fmt, sink)
     # the text formats carry a snapshot's strings as written; console output is escaped as it is drawn (Sink.console)
     if fmt in (Format.markdown, Format.github, Format.forum):
         return shown(text)
-    on_terminal = output is None and sys.stdout is not None and sys.stdout.isatty()
-    return unpadded(text) if fmt is Format.console and not on_terminal else text  # rich pads lines to the width
+    return unpadded(text) if fmt is Format.console and not sink.at_terminal() else text  # rich pads lines to the width
 
 
 def emit(result: Result[object], fmt: Format | str, output: Path | None = None) -> int:
@@ -168,12 +168,10 @@ def written_once() -> Iterator[None]:
 def reader_left(fd: int | None = None) -> None:
     """The reader went away (`| head`) or the stream cannot take more (`> /dev/full`): point stdout (or `fd`) at
     /dev/null so the interpreter's final flush stays quiet too."""
-    try:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno() if fd is None else fd)
         os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass
 
 
 def emit_error(error: BaseException, exit_code: int) -> None:
@@ -185,19 +183,15 @@ def emit_error(error: BaseException, exit_code: int) -> None:
         # bench, rerun: what judged the launch that failed
         from sparkdoctor.views.sarif import failure_sarif
 
-        try:
+        with contextlib.suppress(OutputError):
             write_stdout(failure_sarif(REQUESTED.command or _command_from_argv(), error, exit_code))
-        except OutputError:
-            pass
         return
     if REQUESTED.format is not Format.json or REQUESTED.output is not None:
         return
     from sparkdoctor.views import dump
 
-    try:
+    with contextlib.suppress(OutputError):
         write_stdout(dump(error_document(REQUESTED.command or _command_from_argv(), error, exit_code)))
-    except OutputError:
-        pass
 
 
 def _command_from_argv() -> str:

@@ -10,6 +10,7 @@ type. Strings are bounded, so a 5,000-digit "version" never reaches int() or a r
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -225,11 +226,9 @@ def check_value(value: object, shape: object, path: str, lengths: bool = True) -
     if isinstance(shape, Finite):
         if isinstance(value, bool) or not isinstance(value, NUMBER):
             raise ShapeError(f"field '{path}' should be a number, got {_type_name(value)}")
-        try:
+        with contextlib.suppress(OverflowError):
             if math.isfinite(float(value)):
                 return
-        except OverflowError:
-            pass
         raise ShapeError(f"field '{path}' is not a finite number a float can hold")
     if isinstance(shape, Arch):
         if not isinstance(value, str):

@@ -60,24 +60,20 @@ def lock_holder(fd: int) -> str:
     return "another run"
 
 
-@contextlib.contextmanager
-def folder_lock(folder: Path, what: str) -> Iterator[None]:
+def folder_lock(folder: Path, what: str) -> contextlib.AbstractContextManager[None]:
     """Hold flock(LOCK_EX) on `folder` itself (no file is added to it) while `what` writes into it.
 
     Another sparkdoctor run holding it is waited for, up to $SPARKDOCTOR_LOCK_WAIT seconds (default 60; said once
     on stderr), then LockedError names the run that holds it."""
-    with _held(folder, os.O_RDONLY | os.O_DIRECTORY, what, folder):
-        yield
+    return _held(folder, os.O_RDONLY | os.O_DIRECTORY, what, folder)
 
 
-@contextlib.contextmanager
-def file_lock(path: Path, what: str, writing: Path, default_wait: float = 60) -> Iterator[None]:
+def file_lock(path: Path, what: str, writing: Path, default_wait: float = 60) -> contextlib.AbstractContextManager[None]:
     """folder_lock's wait, on the lock file `path` (made when missing; a link there is never written through) that
     guards `writing`: one `matrix update` at a time waited forever, with nothing said, behind one stopped (Ctrl-Z).
     `default_wait` (when $SPARKDOCTOR_LOCK_WAIT is unset): a holder that builds or downloads is given its own time
     limit, so a second run beside a working one waits for it and only one stopped or hung is an error."""
-    with _held(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, what, writing, default_wait):
-        yield
+    return _held(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, what, writing, default_wait)
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from sparkdoctor.arch import settle
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE
@@ -83,9 +83,6 @@ class Finding:
                   "verified_by")
         return cls(**{name: getattr(ev.entry, name) for name in shared}, evidence=ev.evidence, evidence_level=ev.entry.evidence)
 
-    def to_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
-
 
 @dataclass
 class StackDistance:
@@ -109,26 +106,16 @@ class StackDistance:
     def matches(self) -> bool:
         return not self.differences and not self.missing
 
-    def to_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
-
 
 def stack_distance(stack: Stack, facts: Facts) -> StackDistance:
-    diffs: list[str] = []
-    missing: list[str] = []
-    present = 0
-    for name, spec in stack.packages.items():
-        pkg = facts.package(name)
-        if pkg is None:
-            missing.append(f"{name} {spec}")
-            continue
-        present += 1
-        if version_in(pkg.get("version"), spec) is False:
-            diffs.append(f"{name} {pkg.get('version')} installed, {spec} wanted")
+    installed = {name: (spec, facts.package(name)) for name, spec in stack.packages.items()}
+    missing = [f"{name} {spec}" for name, (spec, pkg) in installed.items() if pkg is None]
+    diffs = [f"{name} {pkg.get('version')} installed, {spec} wanted" for name, (spec, pkg) in installed.items()
+             if pkg is not None and version_in(pkg.get("version"), spec) is False]
     env = facts.env or {}
-    for name, value in stack.env.items():
-        if env.get(name) != value:
-            diffs.append(f"{name}={value} wanted, {'is ' + env[name] if name in env else 'not set'}")
+    diffs += [f"{name}={value} wanted, {'is ' + env[name] if name in env else 'not set'}"
+              for name, value in stack.env.items() if env.get(name) != value]
+    present = len(installed) - len(missing)
     return StackDistance(stack.id, stack.title, diffs, stack.refs, missing, present, stack.image_only)
 
 
@@ -139,9 +126,6 @@ class UnverifiedProbe:
     probe: str
     status: str
     detail: str
-
-    def to_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -226,11 +210,11 @@ class Report:
                 "arch": (self.facts.arch or {}).get("value"),
                 "arch_source": (self.facts.arch or {}).get("source"),
             },
-            "findings": [f.to_dict() for f in self.findings],
+            "findings": [asdict(f) for f in self.findings],
             "unknown": [{"id": ev.entry.id, "title": ev.entry.title, "missing": ev.unknowns} for ev in self.unknown],
-            "unverified": [u.to_dict() for u in self.unverified],
+            "unverified": [asdict(u) for u in self.unverified],
             "ignored": self.ignored,
-            "stacks": [s.to_dict() for s in self.stacks],
+            "stacks": [asdict(s) for s in self.stacks],
             "knowledge": self.knowledge,
             "facts": self.facts.to_dict(),
         }
@@ -374,9 +358,8 @@ def requirement_findings(facts: Facts) -> list[Finding]:
 MISSING_FILES_PREFIX = "files-missing-"  # files-missing-<distribution>: error when importing it fails, else warn
 NO_METADATA_PREFIX = "no-metadata-"  # no-metadata-<distribution>: its package imports, no .dist-info describes it (warn)
 NO_RECORD_PREFIX = "no-record-"  # no-record-<distribution>: a .dist-info without RECORD, pip cannot uninstall it (warn)
-# no matrix entry has them
 ENGINE_FINDING_PREFIXES = (PROBE_FINDING_PREFIX, REQUIRES_FINDING_PREFIX, MISSING_FILES_PREFIX, NO_METADATA_PREFIX,
-                           NO_RECORD_PREFIX)
+                           NO_RECORD_PREFIX)  # no matrix entry has them
 
 
 def install_findings(facts: Facts) -> list[Finding]:
@@ -398,8 +381,7 @@ def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: s
     matched = [ev for ev in evaluations if ev.outcome == "match"]
     findings = [Finding.from_evaluation(ev) for ev in matched if ev.entry.id not in ignore]
     for finding in findings:
-        line = probe_evidence(finding.verified_by, facts)
-        if line:
+        if line := probe_evidence(finding.verified_by, facts):
             finding.evidence.append(line)
     probe_findings, unverified = check_probes(facts, matched)
     unfinished = unfinished_fix_finding(facts)
@@ -407,10 +389,7 @@ def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: s
     findings += [f for f in probe_findings if f.id not in ignore]
     findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.component, f.id))
     ignored = sorted([ev.entry.id for ev in matched if ev.entry.id in ignore] + [f.id for f in probe_findings if f.id in ignore])
-    stacks: list[StackDistance] = []
-    if facts.packages is not None:
-        distances = (stack_distance(s, facts) for s in matrix.stacks)
-        stacks = sorted(distances, key=lambda d: (not d.present, len(d.differences), len(d.missing)))
-
+    distances = [stack_distance(s, facts) for s in matrix.stacks] if facts.packages is not None else []
+    stacks = sorted(distances, key=lambda d: (not d.present, len(d.differences), len(d.missing)))
     return Report(facts, evaluations, findings, ignored, fail_on, matrix.files, stacks, unverified, probe_findings,
                   knowledge(matrix, facts))

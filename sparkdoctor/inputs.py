@@ -20,6 +20,7 @@ Imports nothing of sparkdoctor at module level (the run's deadline is read from 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -97,17 +98,11 @@ def kernel_file(path: Path | str) -> str | None:
         device = os.stat(path).st_dev
     except OSError:  # not there (yet): nothing to read
         return None
-    return real if device in _devices(KERNEL_TREES) else None
-
-
-def _devices(trees: tuple[str, ...]) -> set[int]:
-    found = set()
-    for tree in trees:
-        try:
-            found.add(os.stat(tree).st_dev)
-        except OSError:  # a minimal container without /sys
-            continue
-    return found
+    devices = set()
+    for tree in KERNEL_TREES:
+        with contextlib.suppress(OSError):  # a minimal container without /sys
+            devices.add(os.stat(tree).st_dev)
+    return real if device in devices else None
 
 
 def _open(path: Path) -> tuple[int, os.stat_result]:

@@ -26,25 +26,21 @@ def data_dir(name: str) -> Path:
 
 
 def cache_dir() -> Path:
-    override = os.environ.get("SPARKDOCTOR_CACHE_DIR")
-    return Path(override) if override else Path(platformdirs.user_cache_dir(APP))
+    return Path(os.environ.get("SPARKDOCTOR_CACHE_DIR") or platformdirs.user_cache_dir(APP))
 
 
 def config_file() -> Path:
-    override = os.environ.get("SPARKDOCTOR_CONFIG")
-    return Path(override) if override else Path(platformdirs.user_config_dir(APP)) / "config.toml"
+    return Path(os.environ.get("SPARKDOCTOR_CONFIG") or Path(platformdirs.user_config_dir(APP)) / "config.toml")
 
 
 def state_dir() -> Path:
     """Where sparkdoctor keeps what it must not lose: fix journals, the benchmark ledger."""
-    override = os.environ.get("SPARKDOCTOR_STATE_DIR")
-    return Path(override) if override else Path(platformdirs.user_state_dir(APP))
+    return Path(os.environ.get("SPARKDOCTOR_STATE_DIR") or platformdirs.user_state_dir(APP))
 
 
 def data_home() -> Path:
     """Where sparkdoctor keeps knowledge it installed itself (`matrix update`): the user data dir."""
-    override = os.environ.get("SPARKDOCTOR_DATA_DIR")
-    return Path(override) if override else Path(platformdirs.user_data_dir(APP))
+    return Path(os.environ.get("SPARKDOCTOR_DATA_DIR") or platformdirs.user_data_dir(APP))
 
 
 def installed_matrix() -> Path | None:

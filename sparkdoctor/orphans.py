@@ -78,15 +78,13 @@ def processes(parents: Container[int] | None = None) -> list[Child]:
     except OSError:
         return []
     for name in names:
-        try:
+        with contextlib.suppress(OSError, IndexError, ValueError):  # gone while we looked
             with open(f"/proc/{name}/stat", "rb") as f:
                 head, _, tail = f.read().rpartition(b")")
             fields = tail.split()
             if parents is None or int(fields[1]) in parents:
                 found.append(Child(int(name), int(fields[1]), fields[0].decode(errors="replace"), int(fields[2]),
                                    int(fields[19]), head.partition(b"(")[2].decode(errors="replace")))
-        except (OSError, IndexError, ValueError):  # gone while we looked
-            continue
     return found
 
 

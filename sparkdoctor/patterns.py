@@ -53,22 +53,13 @@ def regex_error(pattern: str) -> str | None:
 
 def _unbounded(sub: object) -> bool:
     """Does this parsed (sub)pattern hold a quantifier that repeats more than once?"""
-    for op, av in _items(sub):
-        if op in _REPEATS and av[1] > 1:
-            return True
-        if any(_unbounded(child) for child in _children(av)):
-            return True
-    return False
+    return any(op in _REPEATS and av[1] > 1 or any(map(_unbounded, _children(av))) for op, av in _items(sub))
 
 
 def _nested_quantifier(sub: object) -> bool:
     """A repeated group whose body repeats too, e.g. (a+)+ or (\\w*\\s?)*: exponential backtracking."""
-    for op, av in _items(sub):
-        if op in _REPEATS and av[1] > 1 and _unbounded(av[2]):
-            return True
-        if any(_nested_quantifier(child) for child in _children(av)):
-            return True
-    return False
+    return any(op in _REPEATS and av[1] > 1 and _unbounded(av[2]) or any(map(_nested_quantifier, _children(av)))
+               for op, av in _items(sub))
 
 
 def _items(sub: object) -> list[tuple[Any, Any]]:

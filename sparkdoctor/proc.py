@@ -193,12 +193,9 @@ def install_signal_handlers() -> None:
         raise Interrupted(signum)
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        try:
-            if signal.getsignal(sig) == signal.SIG_IGN:
-                continue
-            signal.signal(sig, handler)
-        except (ValueError, OSError):  # not the main thread, or not settable here
-            pass
+        with contextlib.suppress(ValueError, OSError):  # not the main thread, or not settable here
+            if signal.getsignal(sig) != signal.SIG_IGN:
+                signal.signal(sig, handler)
 
 
 @contextlib.contextmanager
@@ -332,42 +329,35 @@ def start(
         return Running(argv, None, started, start_error="sparkdoctor is shutting down")
     if _deadline is not None and started >= _deadline:
         return Running(argv, None, started, start_error=f"not started: {BUDGET_NOTE}")
-    global _starting, _pending_signal
-    main = threading.current_thread() is threading.main_thread()  # where signal handlers run
-    if main:
-        _starting += 1
-    made: subprocess.Popen[bytes] | None = None
+    made: list[subprocess.Popen[bytes]] = []
     try:
-        try:
-            popen = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                cwd=cwd,
-                start_new_session=True,
-                preexec_fn=child_setup,
-                pass_fds=pass_fds,
-            )
-        except (OSError, ValueError) as exc:  # ValueError: e.g. an embedded NUL in an argument
-            return Running(argv, None, started, start_error=getattr(exc, "strerror", None) or str(exc))
-        made = popen
-        if not _register(popen):
-            popen.wait()
-            _close(popen)
-            return Running(argv, None, started, start_error="sparkdoctor is shutting down")
-        return Running(argv, popen, started, input=input, max_output=max_output)
-    finally:
-        if main:
-            _starting -= 1
-            if not _starting and _pending_signal is not None:
-                signum, _pending_signal = _pending_signal, None
-                # the signal came while the child started: nobody will read it, so it dies now, not at the entry
-                # point's kill_all(); what runs while the exception unwinds (fix's rollback) must not race it
-                if made is not None:
-                    Running(argv, made, started).cancel()
-                raise Interrupted(signum)
+        with signals_held():  # a signal between fork and registration is raised once the child is registered
+            try:
+                popen = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=env,
+                    cwd=cwd,
+                    start_new_session=True,
+                    preexec_fn=child_setup,
+                    pass_fds=pass_fds,
+                )
+            except (OSError, ValueError) as exc:  # ValueError: e.g. an embedded NUL in an argument
+                return Running(argv, None, started, start_error=getattr(exc, "strerror", None) or str(exc))
+            made.append(popen)
+            if not _register(popen):
+                popen.wait()
+                _close(popen)
+                return Running(argv, None, started, start_error="sparkdoctor is shutting down")
+            return Running(argv, popen, started, input=input, max_output=max_output)
+    except Interrupted:
+        # the signal came while the child started: nobody will read it, so it dies now, not at the entry
+        # point's kill_all(); what runs while the exception unwinds (fix's rollback) must not race it
+        for popen in made:
+            Running(argv, popen, started).cancel()
+        raise
 
 
 def run(

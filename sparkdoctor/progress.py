@@ -71,11 +71,9 @@ def progress_line(enabled: bool = True, command: str = "bench") -> Iterator[Call
         nonlocal last_stage, last_at, last_msg
         last_stage, last_at, last_msg = msg.split(" (", 1)[0], now, msg  # "starting x (12s): ..." ticks each second within one stage
         minutes, seconds = divmod(int(now - started), 60)
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # a full or closed stderr: progress is lost, not the outcome
             sys.stderr.write(f"sparkdoctor: [{minutes:02d}:{seconds:02d}] {one_line(msg)}\n")
             sys.stderr.flush()
-        except (OSError, ValueError, AttributeError):  # a full or closed stderr: progress is lost, not the outcome
-            pass
 
     def plain(msg: str) -> None:
         with lock:

@@ -67,8 +67,7 @@ class Sink:
 
     def wide(self, draw: Callable[[Console], None]) -> str:
         """What `draw` prints: a terminal's width on a terminal, WIDE columns on a pipe, the file width on -o FILE."""
-        on_terminal = sys.stdout is not None and sys.stdout.isatty()
-        return self.capture(draw, None if on_terminal else WIDE)
+        return self.capture(draw, None if self.at_terminal() else WIDE)  # -o FILE: FILE_WIDTH, whatever is asked
 
 
 class _Unwritten(io.RawIOBase):

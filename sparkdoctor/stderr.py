@@ -6,6 +6,7 @@ same way without importing upward.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from sparkdoctor.text import error_line
@@ -13,11 +14,9 @@ from sparkdoctor.text import error_line
 
 def say(kind: str, message: str) -> None:
     if sys.stderr is not None:
-        try:
+        with contextlib.suppress(OSError, ValueError):  # a closed stderr: the exit code is all that is left
             sys.stderr.write(f"sparkdoctor: {kind}: {error_line(message)}\n")
             sys.stderr.flush()
-        except (OSError, ValueError):
-            pass  # a closed stderr: the exit code is all that is left
 
 
 def err(message: str) -> None:

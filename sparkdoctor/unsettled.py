@@ -8,6 +8,7 @@ half-changed and which command settles it. Standard library and sparkdoctor's ba
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -52,10 +53,8 @@ def clear(target_key: str, journal: str) -> None:
     """The apply or rollback of `journal` ended settled; a newer one's mark is left alone."""
     found = read(target_key)
     if found is not None and found.get("journal") == journal:
-        try:
+        with contextlib.suppress(OSError):
             _path(target_key).unlink()
-        except OSError:
-            pass
 
 
 def read(target_key: str) -> dict[str, object] | None:

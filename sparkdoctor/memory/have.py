@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -248,13 +249,9 @@ def _devices(root: Path, pid: int) -> list[str]:
         return []  # gone, or another user's: not readable without root
     found = set()
     for entry in entries:
-        try:
-            target = os.readlink(fd / entry)
-        except OSError:
-            continue
-        if target.startswith("/dev/nvidia"):
-            found.add(target)
-    return sorted(found)
+        with contextlib.suppress(OSError):  # closed meanwhile
+            found.add(os.readlink(fd / entry))
+    return sorted(t for t in found if t.startswith("/dev/nvidia"))
 
 
 def _status(root: Path, pid: int) -> tuple[str | None, int | None]:
