@@ -20,7 +20,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from sparkdoctor.released.http import Client, RemoteError
+from sparkdoctor.released.http import Client, RemoteError, split_url
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
 ACCEPT = "application/vnd.pypi.simple.v1+json"
@@ -98,10 +98,8 @@ class Index:
     def files(self, project: str) -> list[IndexFile]:
         name = canonicalize_name(project)
         if name not in self._projects:
-            try:
-                page = urljoin(self.url, f"{name}/")
-            except ValueError as exc:  # $SPARKDOCTOR_INDEX_URL=http://[::1
-                raise RemoteError(f"{self.url[:200]}: not a URL that can be read ({exc})") from None
+            split_url(self.url)  # $SPARKDOCTOR_INDEX_URL=http://[::1: a RemoteError, not urljoin's ValueError
+            page = urljoin(self.url, f"{name}/")
             resp = self.client.get(page, {"Accept": ACCEPT})
             if resp.status == 404:
                 raise RemoteError(f"{page}: no project {name!r} on the index")
