@@ -57,11 +57,9 @@ def _file(raw: dict, base: str) -> IndexFile | None:
     version: str | None = None
     tags: frozenset = frozenset()
     if name.endswith(".whl"):
-        try:
+        with contextlib.suppress(ValueError):  # InvalidWheelFilename, InvalidVersion, int()'s refusal of 5,000 digits
             _, parsed, _, tags = parse_wheel_filename(name)
             version = str(parsed)
-        except ValueError:  # InvalidWheelFilename, InvalidVersion, and int()'s refusal of a 5,000-digit part
-            pass
     sdist_version: str | None = None
     if name.endswith((".tar.gz", ".zip")):
         with contextlib.suppress(ValueError):  # as for a wheel: a name that is no release is passed over

@@ -326,13 +326,11 @@ class RemoteWheel(CachedRelease):
         """The cubin archs of a library member, read until `decided` (sparkdoctor.released.cubins); a listing
         is kept per (wheel, member) and reused when complete or when it already decides."""
         cached = member_path(self.dir, name + "\0cubins")
-        try:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             kept = json.loads(cached.read_text(encoding="utf-8"))
             listing = Listing(tuple(kept["archs"]), bool(kept["complete"]), int(kept["read"]), kept.get("size"))
             if listing.complete or (decided is not None and decided(set(listing.archs))):
                 return listing
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
         stored = self._stored(name)
         fat = next((x for x in stored[1] if x.name == ".nv_fatbin"), None) if stored else None
         if stored is None:
