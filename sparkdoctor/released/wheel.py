@@ -19,6 +19,7 @@ from packaging import tags as ptags
 from packaging.version import Version
 
 from sparkdoctor.files import write_cache_entry
+from sparkdoctor.inputs import read_bytes
 from sparkdoctor.locations import cache_dir
 from sparkdoctor.released.cubins import Decided, Listing, list_archs
 from sparkdoctor.released.elf import ElfError, Section, sections
@@ -135,11 +136,9 @@ class CachedRelease(MemberText):
 
     def _cached(self, name: str, limit: int = MEMBER_LIMIT) -> bytes | None:
         try:
-            with member_path(self.dir, name).open("rb") as fh:
-                data = fh.read(limit + 1)
-        except OSError:
+            return read_bytes(member_path(self.dir, name), limit)
+        except OSError:  # not kept, or over `limit` (TooBig)
             return None
-        return data if len(data) <= limit else None
 
     def _fetch(self, dest: Path, limit: int) -> None:
         """The whole file downloaded to `dest` (at most `limit` bytes), its sha256 checked against the index's."""
