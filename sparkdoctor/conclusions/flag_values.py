@@ -51,16 +51,19 @@ def refused_values(argv: Sequence[object]) -> list[Finding]:
     return out
 
 
+def finding(kind: str, fid: str, severity: str, title: str, evidence: list[str], remedy: str) -> Finding:
+    return {"kind": kind, "id": fid, "severity": severity, "title": title, "evidence": evidence, "remedy": remedy}
+
+
 def _refused(flag: str, value: str | None, accepted: str) -> Finding:
     shown = "no value" if value is None else repr(value)
     why = f"{flag} takes {accepted}"
     if value is not None and value.startswith("{") and value.endswith("}"):
         why += f"; {value} is a placeholder the recipe's runner left as it is (no default or override names {value[1:-1]})"
-    return {"kind": "flag", "id": f"flag-value:{flag}", "severity": "error",
-            "title": f"vLLM refuses {flag} {shown}: `vllm serve` would not start",
-            "evidence": [why, "vllm/utils/argparse_utils.py and vllm/engine/arg_utils.py: the type vLLM parses the flag with"],
-            "remedy": f"Give {flag} a value vLLM accepts ({accepted})" +
-                      (f", e.g. a `{value[1:-1]}` default in the recipe." if value and value.startswith("{") else ".")}
+    source = "vllm/utils/argparse_utils.py and vllm/engine/arg_utils.py: the type vLLM parses the flag with"
+    return finding("flag", f"flag-value:{flag}", "error", f"vLLM refuses {flag} {shown}: `vllm serve` would not start",
+                   [why, source], f"Give {flag} a value vLLM accepts ({accepted})" +
+                   (f", e.g. a `{value[1:-1]}` default in the recipe." if value and value.startswith("{") else "."))
 
 
 def abbreviated(flag: str, known: set[str]) -> str | None:
@@ -79,15 +82,14 @@ def config_findings(recipe: Recipe) -> list[Finding]:
         return []
     if config.problem is not None:
         if config.fatal or not recipe.container:
-            return [{"kind": "flag", "id": "flag-config:--config", "severity": "error",
-                     "title": "vLLM would not start with the recipe's --config file", "evidence": [config.problem],
-                     "remedy": "Give --config the path of a YAML mapping of vLLM options (.yaml or .yml), relative to the "
-                               "recipe's folder, once."}]
-        return [{"kind": "flag", "id": "flag-config:--config", "severity": "warn",
-                 "title": "the recipe's --config file was not read: its options are not judged", "evidence": [config.problem],
-                 "remedy": "Run recipe check where the file is, or set the options on the command line."}]
+            return [finding("flag", "flag-config:--config", "error", "vLLM would not start with the recipe's "
+                            "--config file", [config.problem], "Give --config the path of a YAML mapping of vLLM "
+                            "options (.yaml or .yml), relative to the recipe's folder, once.")]
+        return [finding("flag", "flag-config:--config", "warn", "the recipe's --config file was not read: its options "
+                        "are not judged", [config.problem], "Run recipe check where the file is, or set the options "
+                        "on the command line.")]
     out = refused_values(config.args)
-    for finding in out:
-        evidence = finding["evidence"]
-        finding["evidence"] = [f"set in --config {config.written} ({config.path})", *(evidence if isinstance(evidence, list) else [])]
+    for refused in out:
+        evidence = refused["evidence"]
+        refused["evidence"] = [f"set in --config {config.written} ({config.path})", *(evidence if isinstance(evidence, list) else [])]
     return out

@@ -30,6 +30,7 @@ from sparkdoctor.collect.targetenv import start_probes
 from sparkdoctor.conclusions.flag_values import (
     abbreviated,
     config_findings,
+    finding,
     refused_values,
 )
 from sparkdoctor.conclusions.workarounds import (
@@ -135,10 +136,6 @@ def serve_flags(argv: list[str]) -> list[str]:
     return ["--" + arg.split("=", 1)[0][2:].replace("_", "-") for arg in argv if arg.startswith("--") and len(arg) > 2]
 
 
-def _finding(kind: str, fid: str, severity: str, title: str, evidence: list[str], remedy: str) -> Finding:
-    return {"kind": kind, "id": fid, "severity": severity, "title": title, "evidence": evidence, "remedy": remedy}
-
-
 def _matrix_findings(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[Finding]:
     seen = server_facts(facts, recipe, copied=True)
     box = replace(facts)  # the box's own Facts: the recipe's env vars as this process has them (EnvTarget put them in)
@@ -150,7 +147,7 @@ def _matrix_findings(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[Findi
         ev = evaluate(entry, seen)
         if ev.outcome != "match" or evaluate(entry, box).outcome == "match":
             continue
-        out.append(_finding("matrix", entry.id, entry.severity, entry.title, ev.evidence, entry.remedy))
+        out.append(finding("matrix", entry.id, entry.severity, entry.title, ev.evidence, entry.remedy))
     return out
 
 
@@ -175,9 +172,9 @@ def _setting_findings(recipe: Recipe, matrix: Matrix, facts: Facts, served: Mapp
             continue
         ev = evaluate(entry, seen)
         if ev.outcome == "match":
-            out.append(_finding("setting", entry.id, entry.severity, entry.title, ev.evidence, entry.remedy))
+            out.append(finding("setting", entry.id, entry.severity, entry.title, ev.evidence, entry.remedy))
         elif ev.outcome == "unknown":
-            out.append(_finding("setting", f"unjudged:{entry.id}", "info", f"cannot judge: {entry.title}",
+            out.append(finding("setting", f"unjudged:{entry.id}", "info", f"cannot judge: {entry.title}",
                                 list(dict.fromkeys(ev.unknowns)), "Judge it where the facts are: --python for the venv that holds the recipe's vLLM, "
                                 "and the model's folder (or its Hugging Face cache snapshot) for its config.json."))
     return out
@@ -192,12 +189,12 @@ def _env_findings(recipe: Recipe, facts: Facts, covered: set[str]) -> list[Findi
             continue
         cap = caps.get(f"vllm.env.{name}") or {}
         if cap.get("value") == "unknown":
-            out.append(_finding("env", f"env-unknown:{name}", "warn",
+            out.append(finding("env", f"env-unknown:{name}", "warn",
                                 f"{name} is not read by the installed vLLM {version}: setting it does nothing",
                                 [cap.get("evidence") or "vllm/envs.py"],
                                 f"Remove {name} from the recipe, or find what replaced it in vLLM {version}'s release notes."))
         elif cap.get("value") == "deprecated":
-            out.append(_finding("env", f"env-deprecated:{name}", "warn",
+            out.append(finding("env", f"env-deprecated:{name}", "warn",
                                 f"{name} is deprecated in the installed vLLM {version}", [cap.get("evidence") or "vllm/envs.py"],
                                 f"Move off {name} before the next vLLM upgrade drops it."))
     return out
@@ -216,11 +213,11 @@ def _flag_findings(recipe: Recipe, flags: Mapping[str, object] | None) -> list[F
         if flag in known or base in known:
             continue
         if full := abbreviated(flag, known):
-            out.append(_finding("flag", f"flag-abbreviated:{flag}", "warn", f"vLLM {version} reads {flag} as {full} (argparse takes a "
+            out.append(finding("flag", f"flag-abbreviated:{flag}", "warn", f"vLLM {version} reads {flag} as {full} (argparse takes a "
                                 "unique prefix): what is judged by the full name misses it", [f"{full} is the only flag starting with {flag}"],
                                 f"Spell it out: {full}."))
             continue
-        out.append(_finding("flag", f"flag-unknown:{flag}", "error", f"vLLM {version} does not know {flag}: `vllm serve` would refuse to start",
+        out.append(finding("flag", f"flag-unknown:{flag}", "error", f"vLLM {version} does not know {flag}: `vllm serve` would refuse to start",
                             [f"{flag} is in no add_argument call or *Args field under {vllm.get('root')}/engine and /entrypoints"],
                             f"Remove {flag} or replace it with what vLLM {version} calls it (vllm serve --help=all)."))
     return out
@@ -232,10 +229,10 @@ def _workaround_findings(recipe: Recipe, matrix: Matrix, facts: Facts) -> list[F
         w = j.workaround
         evidence = [f"{r['entry']} ({r['outcome']}): {', '.join(r['evidence'])}" for r in j.reasons]
         if j.status == "stale":
-            out.append(_finding("workaround", f"workaround-stale:{w.key}", "warn", f"workaround {w.shown} is stale: its reason no longer holds here",
+            out.append(finding("workaround", f"workaround-stale:{w.key}", "warn", f"workaround {w.shown} is stale: its reason no longer holds here",
                                 evidence, f"Measure without it: sparkdoctor rerun (or bench this recipe --vs one without {w.shown})."))
         elif j.status == "unknown":
-            out.append(_finding("workaround", f"workaround-unknown:{w.key}", "info", f"workaround {w.shown}: cannot tell whether its reason still holds",
+            out.append(finding("workaround", f"workaround-unknown:{w.key}", "info", f"workaround {w.shown}: cannot tell whether its reason still holds",
                                 evidence, "Run on the box the recipe serves on (the facts it needs are missing here)."))
     return out
 
@@ -267,7 +264,7 @@ def _launch_findings(recipe: Recipe) -> list[Finding]:
     try:
         rebind([str(a) for a in recipe.argv], LOCALHOST, 8000)
     except RebindRefused as exc:
-        return [_finding("launch", "launch-separator:--", "warn", "bench and rerun cannot launch this command: "
+        return [finding("launch", "launch-separator:--", "warn", "bench and rerun cannot launch this command: "
                          "where its server reads --host and --port is not known", [f"{recipe.name}: {exc}"],
                          "Write --host 127.0.0.1 --port 8000 where the server reads them (sparkdoctor replaces the "
                          "values when it launches the command).")]

@@ -117,7 +117,7 @@ def _stale_mods(recipe: Recipe, path: str, python: str, data: dict[str, Any], se
     never applies a mod, so there is no with/without to measure: the advice is to drop it."""
     if not recipe.mods():
         return []
-    image = (served.get("image") or recipe.container) if getattr(recipe, "container", None) and not data.get("local") else None
+    image = (served.get("image") or recipe.container) if recipe.container and not data.get("local") else None
     try:
         if image:
             with image_tree(str(image), runtime=os.environ.get(RUNTIME_ENV) or served.get("engine")) as tree:

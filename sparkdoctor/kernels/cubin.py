@@ -17,12 +17,11 @@ on an 'f' request (no ptxas here writes 'f' cubins with it); the SASS check has 
 
 from __future__ import annotations
 
-import os
-import stat
 import struct
 from pathlib import Path
 
 from sparkdoctor.arch import parse_arch
+from sparkdoctor.inputs import TooBig, UnreadableInput, read_bytes
 
 EM_CUDA = 190
 MAX_CUBIN_BYTES = 64 * 1024 * 1024  # a probe's cubin is a few KiB; more is not read
@@ -58,16 +57,15 @@ def cubin_problem(path: Path, arch: str) -> str | None:
     """Why the file at `path` is not a cubin for `arch` (None when it is), as the end of a sentence
     that starts "ptxas exited 0 but ..."."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the read
-            return "its output is not a regular file"
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_CUBIN_BYTES + 1)
+        data = read_bytes(path, MAX_CUBIN_BYTES)  # a FIFO is refused, never waited on
     except FileNotFoundError:
         return "it wrote no cubin"
+    except TooBig:
+        return f"its output is over {MAX_CUBIN_BYTES >> 20} MiB, not a probe's cubin"
+    except UnreadableInput:
+        return "its output is not a regular file"
     except OSError as exc:
         return f"its output cannot be read: {exc.strerror or exc}"
-    if len(data) > MAX_CUBIN_BYTES:
-        return f"its output is over {MAX_CUBIN_BYTES >> 20} MiB, not a probe's cubin"
     found, why = cubin_arch(data)
     if why or found is None:
         return why

@@ -207,9 +207,9 @@ def held_outside(matrix: Matrix, bounds_doc: dict[str, Any]) -> list[str]:
     out = []
     for bound in bounds_doc.get("bounds") or []:
         entry = matrix.get(str(bound.get("id")))
-        if entry is None or entry.evidence != "checked":
+        if entry is None or entry.evidence != "checked" or not entry.files:
             continue
-        differs = _differing_labels(entry)
+        differs = {c.label for t in parse_files_tables(entry.files, entry.id) for c in t.checks if c.fixed == "differs"}
         for run in bound.get("runs") or []:
             if run.get("role") != "fixed" or run.get("error"):
                 continue
@@ -219,10 +219,6 @@ def held_outside(matrix: Matrix, bounds_doc: dict[str, Any]) -> list[str]:
                            f"{run.get('version')}, outside the bound: they bracket nothing; make it \"reported\" or check the behaviour")
                 break
     return out
-
-
-def _differing_labels(entry: Entry) -> set[str]:
-    return {c.label for t in parse_files_tables(entry.files, entry.id) for c in t.checks if c.fixed == "differs"} if entry.files else set()
 
 
 def problems(matrix: Matrix, bounds_doc: dict[str, Any] | None = None) -> tuple[list[str], str]:

@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Protocol, TypeVar
 
 from sparkdoctor.matrix.model import Entry
-from sparkdoctor.matrix.textlines import Lines, join_lines, split_lines
+from sparkdoctor.matrix.textlines import BREAKS, Lines, join_lines, split_lines
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 # A path: a drive, ./ or ../, then segments joined by '/'. Linear in the line's length: an attempt may start
@@ -91,10 +91,7 @@ def normalise(text: str) -> str:
     whitespace run the patterns replace holds one, their look-arounds stop at one, and so does lower()'s final-sigma
     rule, so the parts give what the whole gives. At once, `re.sub` held every piece between matches (each space is
     one): a 100 MB log line took 1.2 GB."""
-    text = strip_ansi(text)  # first, whole: an escape sequence may hold a space
-    if len(text) <= PART:
-        return _normalise(text)
-    return "".join([_normalise(part) for part in _parts(text)])
+    return "".join([_normalise(part) for part in _parts(strip_ansi(text))])  # colour first: an escape may hold a space
 
 
 PART = 1 << 20  # characters normalised at a time
@@ -298,8 +295,5 @@ def _wrapped(norms: Lines, sym_norm: str) -> tuple[int, int]:
 
 def line_count(text: str) -> int:
     """len(text.splitlines()), without the list of lines."""
-    breaks = sum(text.count(c) for c in _BREAKS) - text.count("\r\n")
-    return breaks + (1 if text and text[-1] not in _BREAKS else 0)
-
-
-_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # where str.splitlines() ends a line ("\r\n" ends one)
+    breaks = sum(text.count(c) for c in BREAKS) - text.count("\r\n")
+    return breaks + (1 if text and text[-1] not in BREAKS else 0)

@@ -12,8 +12,8 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-# Where str.splitlines() ends a line ("\r\n" ends one)
-BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # where str.splitlines() ends a line ("\r\n" ends one)
+BREAK = re.compile(f"\r\n|[{BREAKS}]")
 BATCH = 1 << 20  # characters of lines joined at a time while building
 BATCH_LINES = 4096  # and lines: a batch of short lines is a string object each until it is joined
 

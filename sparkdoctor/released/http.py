@@ -84,7 +84,7 @@ class _Open:
         self.resp, self.sock, self.url, self.until = resp, sock, url, until
 
 
-def _split(url: str) -> SplitResult:
+def split_url(url: str) -> SplitResult:
     """urlsplit, its ValueError (`http://[::1/x`: a URL the index, a redirect or $SPARKDOCTOR_INDEX_URL gave) one
     RemoteError line."""
     try:
@@ -157,7 +157,7 @@ class Client:
 
     def _open(self, url: str, headers: dict[str, str], until: float) -> _Open:
         for _ in range(MAX_REDIRECTS + 1):
-            parts = _split(url)
+            parts = split_url(url)
             path = parts.path or "/"
             if parts.query:
                 path += "?" + parts.query
@@ -198,7 +198,7 @@ class Client:
                     target = urljoin(url, location)
                 except ValueError as exc:  # `http://[::1/x`
                     raise RemoteError(f"{url}: redirected to {location[:200]!r}, not a URL that can be read ({exc})") from None
-                if parts.scheme == "https" and _split(target).scheme == "http":
+                if parts.scheme == "https" and split_url(target).scheme == "http":
                     raise RemoteError(f"{url}: redirected from https to plain http ({target}): refused, an answer "
                                       "over http could be changed on its way")
                 url = target

@@ -20,7 +20,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from sparkdoctor.released.http import Client, RemoteError
+from sparkdoctor.released.http import Client, RemoteError, split_url
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
 ACCEPT = "application/vnd.pypi.simple.v1+json"
@@ -57,11 +57,9 @@ def _file(raw: dict, base: str) -> IndexFile | None:
     version: str | None = None
     tags: frozenset = frozenset()
     if name.endswith(".whl"):
-        try:
+        with contextlib.suppress(ValueError):  # InvalidWheelFilename, InvalidVersion, int()'s refusal of 5,000 digits
             _, parsed, _, tags = parse_wheel_filename(name)
             version = str(parsed)
-        except ValueError:  # InvalidWheelFilename, InvalidVersion, and int()'s refusal of a 5,000-digit part
-            pass
     sdist_version: str | None = None
     if name.endswith((".tar.gz", ".zip")):
         with contextlib.suppress(ValueError):  # as for a wheel: a name that is no release is passed over
@@ -98,10 +96,8 @@ class Index:
     def files(self, project: str) -> list[IndexFile]:
         name = canonicalize_name(project)
         if name not in self._projects:
-            try:
-                page = urljoin(self.url, f"{name}/")
-            except ValueError as exc:  # $SPARKDOCTOR_INDEX_URL=http://[::1
-                raise RemoteError(f"{self.url[:200]}: not a URL that can be read ({exc})") from None
+            split_url(self.url)  # $SPARKDOCTOR_INDEX_URL=http://[::1: a RemoteError, not urljoin's ValueError
+            page = urljoin(self.url, f"{name}/")
             resp = self.client.get(page, {"Accept": ACCEPT})
             if resp.status == 404:
                 raise RemoteError(f"{page}: no project {name!r} on the index")

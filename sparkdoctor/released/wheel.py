@@ -19,6 +19,7 @@ from packaging import tags as ptags
 from packaging.version import Version
 
 from sparkdoctor.files import write_cache_entry
+from sparkdoctor.inputs import read_bytes
 from sparkdoctor.locations import cache_dir
 from sparkdoctor.released.cubins import Decided, Listing, list_archs
 from sparkdoctor.released.elf import ElfError, Section, sections
@@ -135,11 +136,9 @@ class CachedRelease(MemberText):
 
     def _cached(self, name: str, limit: int = MEMBER_LIMIT) -> bytes | None:
         try:
-            with member_path(self.dir, name).open("rb") as fh:
-                data = fh.read(limit + 1)
-        except OSError:
+            return read_bytes(member_path(self.dir, name), limit)
+        except OSError:  # not kept, or over `limit` (TooBig)
             return None
-        return data if len(data) <= limit else None
 
     def _fetch(self, dest: Path, limit: int) -> None:
         """The whole file downloaded to `dest` (at most `limit` bytes), its sha256 checked against the index's."""
@@ -326,13 +325,11 @@ class RemoteWheel(CachedRelease):
         """The cubin archs of a library member, read until `decided` (sparkdoctor.released.cubins); a listing
         is kept per (wheel, member) and reused when complete or when it already decides."""
         cached = member_path(self.dir, name + "\0cubins")
-        try:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             kept = json.loads(cached.read_text(encoding="utf-8"))
             listing = Listing(tuple(kept["archs"]), bool(kept["complete"]), int(kept["read"]), kept.get("size"))
             if listing.complete or (decided is not None and decided(set(listing.archs))):
                 return listing
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
         stored = self._stored(name)
         fat = next((x for x in stored[1] if x.name == ".nv_fatbin"), None) if stored else None
         if stored is None:

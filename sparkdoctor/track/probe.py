@@ -203,8 +203,7 @@ def _probe_cutedsl(reader: Reader, version: str, arch: str, python: str) -> Rele
         run = probe_cutedsl(facts, arch, python)
         if run.error:
             errors.append(f"{build}: {run.error}")
-        for k in run.kernels:
-            out.outcomes.append(Outcome(build, k.kernel, k.verdict, f"{k.status}: {k.detail}"))
+        out.outcomes += [Outcome(build, k.kernel, k.verdict, f"{k.status}: {k.detail}") for k in run.kernels]
         out.notes.append(f"{build}: " + ", ".join(f"{n}=={v}" for n, v in sorted(dists.items())))
     if errors:
         out.notes += errors

@@ -86,12 +86,12 @@ class TrackResult:
                 "pins": self.pins, "pin_conflicts": self.pin_conflicts, "pin_errors": self.pin_errors}
 
 
-def _uploaded_after(reader: object, package: str, since: str, on: str | None) -> tuple[set[str], dict[str, str]]:
+def _uploaded_after(reader: Reader, package: str, since: str, on: str | None) -> tuple[set[str], dict[str, str]]:
     """Versions not above `since` that were uploaded on or after the day the matrix was tracked (`on`, a date), or,
     with no date, after `since` itself was uploaded: backports of an older line (cutlass-dsl 4.5.3 after 4.6.0). The
     day itself counts: a run at 06:00 proposes that day, and a backport uploaded at 15:00 was otherwise never seen."""
     try:
-        times = reader.upload_times(package) if hasattr(reader, "upload_times") else {}
+        times = reader.upload_times(package)
     except RemoteError:
         return set(), {}
     after = on or times.get(str(Version(since)), "")[:10]
@@ -108,7 +108,7 @@ def _new_releases(reader: Reader, package: str, since: str, through: str | None,
     try:  # every release a box can run: `check` compares pre-releases, and pip installs a yanked one pinned with ==
         versions = reader.versions(package, prereleases=True, yanked=True)
         yanked = reader.yanked(package)
-        builds = reader.builds(package) if hasattr(reader, "builds") else {}
+        builds = reader.builds(package)
     except RemoteError as exc:
         row["note"] = str(exc)
         row["error"] = "no project" not in str(exc)  # not on this index is a fact to say; an unreachable index is an error
@@ -322,10 +322,10 @@ def track(matrix: Matrix, reader: Reader, through: dict[str, str] | None = None,
                           "because": "every release uploaded up to today was listed and its entries' checks re-run"})
 
     newest = {row["package"]: max([row["tracked"], *row["releases"]], key=Version) for row in packages if not row.get("error")}
-    pins, pin_errors = read_pins(reader, newest, set(tracking.tracked)) if hasattr(reader, "release") else ([], [])
+    pins, pin_errors = read_pins(reader, newest, set(tracking.tracked))
     for pin in [p for p in pins if p.extra is None and pinned_release(p) and pinned_release(p) != newest.get(p.requires)]:
         more, errors = read_pins(reader, {pin.requires: str(pinned_release(pin))}, set(tracking.tracked))  # the release it pins
         pins += [m for m in more if m not in pins]
         pin_errors += errors
-    return TrackResult(packages, entries, untracked, proposals, reader.platform, reader.python, getattr(matrix, "source", "bundled"),
+    return TrackResult(packages, entries, untracked, proposals, reader.platform, reader.python, matrix.source,
                        pins=[p.to_dict() for p in pins], pin_conflicts=conflicts(pins, newest), pin_errors=pin_errors)

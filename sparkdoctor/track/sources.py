@@ -14,6 +14,7 @@ commit. Only `matrix/*.toml` is taken, nothing from the source is run, and every
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import hashlib
 import io
@@ -223,8 +224,6 @@ def _disk_use(folder: str) -> int:
     total = 0
     for root, _dirs, names in os.walk(folder):
         for name in names:
-            try:
+            with contextlib.suppress(OSError):  # git renames and removes its temporary files as it goes
                 total += os.lstat(os.path.join(root, name)).st_blocks * 512
-            except OSError:  # git renames and removes its temporary files as it goes
-                pass
     return total

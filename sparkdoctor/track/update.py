@@ -20,13 +20,11 @@ Fetching and its bounds are sparkdoctor.track.sources.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,12 +92,6 @@ def _pin_of(folder: Path | None) -> str | None:
     return str(pins[0]) if pins else None
 
 
-def _stale_staging(root: Path) -> None:
-    """The staging folders killed updates left (the lock is held: no live update owns one)."""
-    for folder in (*root.glob(".staging-*"), *(root / "versions").glob(".staging-*")):
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 @dataclass
 class Updated:
     """`matrix update`'s document: what was installed or restored, its JSON keys as update_matrix builds them."""
@@ -127,20 +119,13 @@ def update_matrix(source: str, sha256: str | None = None, commit: str | None = N
         files, pin = from_git(source, commit)
     if not files:
         raise UpdateError(f"{source}: no matrix/*.toml files in it; nothing changed")
-    with _locked(root):
-        _stale_staging(root)
+    with file_lock(root / ".lock", "matrix update", root):  # one update or rollback at a time
+        for folder in (*root.glob(".staging-*"), *versions.glob(".staging-*")):  # killed updates' (no live one owns it)
+            shutil.rmtree(folder, ignore_errors=True)
         try:
             return _install(root, versions, source, files, pin, "sha256" if sha256 else "commit")
         except OSError as exc:  # a full or read-only disk: the staging folder went, the matrix in use is untouched
             raise UpdateError(f"{exc.filename or root}: cannot install the matrix: {exc.strerror or exc}") from None
-
-
-@contextlib.contextmanager
-def _locked(root: Path) -> Iterator[None]:
-    """One update or rollback at a time: while it is held, every staging folder is a killed update's."""
-    root.mkdir(parents=True, exist_ok=True)
-    with file_lock(root / ".lock", "matrix update", root):
-        yield
 
 
 def _install(root: Path, versions: Path, source: str, files: dict[str, bytes], pin: str, how: str) -> dict[str, object]:
@@ -187,7 +172,7 @@ def rollback_matrix() -> dict[str, object]:
     try:
         if not root.is_dir():
             raise UpdateError(f"{root}: no installed matrix to roll back (the bundled one is in use)")
-        with _locked(root):
+        with file_lock(root / ".lock", "matrix update", root):
             return _rollback(root)
     except OSError as exc:  # another user's data folder: one line, nothing changed
         raise UpdateError(f"{exc.filename or root}: cannot roll back the matrix: {exc.strerror or exc}") from None

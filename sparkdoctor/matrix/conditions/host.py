@@ -157,6 +157,4 @@ def eval_host_health(value: Mapping[str, object], facts: Facts) -> list[Check]:
             continue
         shown = "unknown" if got is None else _in_gib(key, got)
         out.append(Check("host_health", ok, f"{key} = {shown} (entry: {_in_gib(key, test)})"))
-    for part, tests in grouped.items():
-        out.append(_group(part, tests, health.get(GROUPS[part])))
-    return out
+    return out + [_group(part, tests, health.get(GROUPS[part])) for part, tests in grouped.items()]
