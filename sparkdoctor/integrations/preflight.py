@@ -128,12 +128,7 @@ def gates(recipe_file: str, mods: list[str], image: str | None, settings: Settin
     verdict), and `mods check` on its mods when it has any. The target is settings.python when set, else the image
     the recipe runs in, else recipe check's default."""
     base = [python, "-m", "sparkdoctor"]
-    if settings.python:
-        target = ["--python", settings.python]
-    elif image:
-        target = ["--image", image]
-    else:
-        target = []
+    target = ["--python", settings.python] if settings.python else ["--image", image] if image else []
     memory = ["--model", model] if model else []
     out = [Gate("recipe check", [*base, "recipe", "check", recipe_file, "--format", "json",
                                  "--fail-on", settings.fail_on, *target, *memory])]
