@@ -382,5 +382,3 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
             except StoreFailed:
                 if status == "complete":
                     raise  # else the error that stopped the comparison (a run kept in a file) is the one to say
-
-

@@ -77,4 +77,3 @@ def read(doc: Mapping[str, object], path: Path, duplicates: list[str], overrides
         needs=needs, params=params, sources=sources, warnings=warnings, description=str(doc.get("description") or ""),
         extras=extras, shell=shell,
     )
-

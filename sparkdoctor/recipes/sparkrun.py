@@ -226,4 +226,3 @@ def _min_nodes(doc: Mapping[str, object]) -> int:
         return 2
     value = doc.get("min_nodes", 1)
     return value if isinstance(value, int) else 1
-
