@@ -58,9 +58,8 @@ class Settings:
         if value is True or value is None:
             return cls()
         if not isinstance(value, dict):
-            raise SettingsError("sparkdoctor: expected `true`, `false` (the gate off) or a mapping with fail_on, python, allow, "
-                                "timeout; "
-                                f"got {type(value).__name__}")
+            raise SettingsError("sparkdoctor: expected `true`, `false` (the gate off) or a mapping with fail_on, python, "
+                                f"allow, timeout; got {type(value).__name__}")
         unknown = sorted(str(k) for k in value if k not in KEYS)
         if unknown:
             raise SettingsError(f"sparkdoctor: unknown key {unknown[0]!r} (known: {', '.join(KEYS)})")
