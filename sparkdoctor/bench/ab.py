@@ -33,10 +33,7 @@ METRIC = "output_tps"
 
 def schedule(pairs: int) -> list[str]:
     """A B, B A, A B, ...: `pairs` pairs, alternating which arm goes first."""
-    order: list[str] = []
-    for i in range(pairs):
-        order += ["A", "B"] if i % 2 == 0 else ["B", "A"]
-    return order
+    return [arm for i in range(pairs) for arm in (("A", "B") if i % 2 == 0 else ("B", "A"))]
 
 
 def _level(summary: dict[str, Any], concurrency: int) -> dict[str, Any] | None:

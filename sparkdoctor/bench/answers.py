@@ -14,15 +14,12 @@ T = TypeVar("T")
 
 def _ids(tokens: list[object]) -> list[int] | None:
     """vLLM's `return_tokens_as_token_ids` gives "token_id:123"; anything else: no ids."""
-    out = []
-    for t in tokens:
-        if not isinstance(t, str) or not t.startswith("token_id:"):
-            return None
-        try:
-            out.append(int(t.split(":", 1)[1]))
-        except ValueError:
-            return None
-    return out
+    if not all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
+        return None
+    try:
+        return [int(str(t).split(":", 1)[1]) for t in tokens]
+    except ValueError:
+        return None
 
 
 def _margins(tokens: list[object], tops: list[object]) -> list[float] | None:

@@ -209,10 +209,7 @@ def workload_of(cell: Mapping[str, object]) -> dict[str, Any]:
 # ---- a cell against a run here -------------------------------------------------------------------------
 def _flatten(value: object, prefix: str) -> dict[str, object]:
     if isinstance(value, dict) and value:
-        out: dict[str, object] = {}
-        for k, v in value.items():
-            out.update(_flatten(v, f"{prefix}.{k}"))
-        return out
+        return {key: leaf for k, v in value.items() for key, leaf in _flatten(v, f"{prefix}.{k}").items()}
     return {prefix: value}
 
 
@@ -220,12 +217,8 @@ def _changed(group: str, there: Mapping[str, object], here: Mapping[str, object]
              pick: Callable[[Mapping[str, object]], object]) -> list[dict[str, object]]:
     """The keys under `group` (dotted, from what `pick` takes of each cell) whose values differ."""
     there_keys, here_keys = _flatten(pick(there), group), _flatten(pick(here), group)
-    rows = []
-    for key in sorted(set(there_keys) | set(here_keys)):
-        a, b = there_keys.get(key, "(absent)"), here_keys.get(key, "(absent)")
-        if a != b:
-            rows.append({"group": group, "key": key, "there": a, "here": b})
-    return rows
+    return [{"group": group, "key": key, "there": a, "here": b} for key in sorted(set(there_keys) | set(here_keys))
+            if (a := there_keys.get(key, "(absent)")) != (b := here_keys.get(key, "(absent)"))]
 
 
 def differences(there: Mapping[str, object], here: Mapping[str, object]) -> list[dict[str, object]]:

@@ -35,8 +35,6 @@ class RunFailed(Failure):
     `findings`: what judged it, as finding records (the memory preflight's verdict, the post-mortem of a launch that
     died): JSON lists them in the error entry, SARIF writes them as results."""
 
-    exit_code = EXIT_BENCH_FAILED
-
     def __init__(self, message: str, findings: Sequence[Mapping[str, object]] = ()):
         super().__init__(message)
         self.findings = [dict(f) for f in findings]

@@ -160,7 +160,10 @@ def bench_url(url: str, model: str | None, opts: Options) -> RunDocument:
     result = run.RunResult({"name": None, "url": url, "model": m.model, "served": config}, info, m, toolchain,
                            load=load_record(before, after), correctness=checked)
     if opts.model_dir is not None:  # the dtypes the server says (/metrics, /server_info), else vLLM's defaults
-        _roofline(result, str(opts.model_dir), None, *served.roofline_flags(config))
+        from sparkdoctor.bench.roofline import achieved
+
+        result.roofline = achieved(str(opts.model_dir), None, m, result.summary()["headline"],
+                                   *served.roofline_flags(config))
     return storing.document(ledger, result, opts.ledger, opts.store)
 
 
@@ -299,22 +302,14 @@ def bench_recipe(path: Path | Recipe, opts: Options) -> RunDocument:
     with progress_line() as progress:
         toolchain = _toolchain(_target_python(recipe, opts), progress)
         result = _launch_and_measure(recipe, workload, toolchain, opts, progress)
-    from sparkdoctor.bench.roofline import recipe_model_dir
+    from sparkdoctor.bench.roofline import achieved, recipe_model_dir
     from sparkdoctor.recipes.vllm_config import served_argv
 
     model_dir, why = (str(opts.model_dir), None) if opts.model_dir is not None else recipe_model_dir(recipe)
-    _roofline(result, model_dir, why, served_argv(recipe))  # its --config file's --kv-cache-dtype too
+    # the achieved share of the audit's ceiling, sized at the command's dtypes (its --config file's too); never fails
+    # the run (the block says why it is missing)
+    result.roofline = achieved(model_dir, why, result.measurement, result.summary()["headline"], served_argv(recipe))
     return storing.document(ledger, result, opts.ledger, opts.store)
-
-
-def _roofline(result: run.RunResult, model_dir: str | None, why: str | None, argv: list[str],
-              dtype_assumed: str | None = None) -> None:
-    """The achieved share of the audit's ceiling, sized at `argv`'s dtypes; never fails the run (the block says why it
-    is missing)."""
-    from sparkdoctor.bench import roofline
-
-    result.roofline = roofline.achieved(model_dir, why, result.measurement, result.summary()["headline"], argv,
-                                        dtype_assumed)
 
 
 def _kept_runs(stored: list[int], order: list[str], comparison_id: int | None) -> str:
@@ -387,5 +382,3 @@ def bench_ab(path_a: Path | Recipe, path_b: Path | Recipe, opts: Options) -> Com
             except StoreFailed:
                 if status == "complete":
                     raise  # else the error that stopped the comparison (a run kept in a file) is the one to say
-
-

@@ -156,13 +156,13 @@ def _failure(exc: BaseException, ep: Endpoint, what: str, timeout: float, answer
     return HttpError(f"{what}: {exc.__class__.__name__}: {exc}"[:300])
 
 
-def _redirect(what: str, resp: aiohttp.ClientResponse) -> HttpError | None:
-    """A 3xx answer as a failure that names where it pointed (None: not a redirect)."""
+def _refuse_redirect(what: str, resp: aiohttp.ClientResponse) -> None:
+    """A 3xx answer raised as a failure that names where it pointed."""
     if not 300 <= resp.status < 400:
-        return None
+        return
     where = resp.headers.get("Location")
     to = f"a redirect to {where[:200]!r}" if where else "a redirect without a Location"
-    return HttpError(f"{what} answered HTTP {resp.status}, {to}: bench does not follow redirects "
+    raise HttpError(f"{what} answered HTTP {resp.status}, {to}: bench does not follow redirects "
                      "(give the URL of the server itself)")
 
 
@@ -193,9 +193,7 @@ async def _whole(method: str, url: str, path: str, timeout: float, max_bytes: in
         async with _session(timeout) as session:
             async with session.request(method, ep.url(path), json=payload, allow_redirects=False) as resp:
                 answered = True
-                refused = _redirect(what, resp)
-                if refused:
-                    raise refused
+                _refuse_redirect(what, resp)
                 return resp.status, await _read_whole(resp, what, max_bytes)
 
     try:
@@ -245,9 +243,7 @@ async def post_lines(url: str, path: str, payload: Mapping[str, object], timeout
                 async with session.post(ep.url(path), json=payload, allow_redirects=False) as resp:
                     answered = True
                     if resp.status != 200:
-                        refused = _redirect(what, resp)
-                        if refused:
-                            raise refused
+                        _refuse_redirect(what, resp)
                         body = await asyncio.wait_for(resp.content.read(300), timeout)
                         raise HttpError(f"{what} answered HTTP {resp.status}: "
                                         f"{body.decode('utf-8', 'replace').strip()[:300]}")

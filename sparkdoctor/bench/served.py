@@ -82,10 +82,8 @@ def _model_entry(doc: object, model: str) -> dict[str, str | int] | None:
     data = doc.get("data") if isinstance(doc, dict) else None
     for entry in data if isinstance(data, list) else []:
         if isinstance(entry, dict) and entry.get("id") == model:
-            out: dict[str, str | int] = {}
-            for key in ("root", "parent"):  # its id is the model measured (the run's `model`)
-                if (text := _text(entry.get(key))) is not None:
-                    out[key] = text
+            out: dict[str, str | int] = {  # its id is the model measured (the run's `model`)
+                k: text for k in ("root", "parent") if (text := _text(entry.get(k))) is not None}
             length = entry.get("max_model_len")
             if isinstance(length, int) and not isinstance(length, bool):
                 out["max_model_len"] = length

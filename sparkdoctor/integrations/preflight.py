@@ -58,9 +58,8 @@ class Settings:
         if value is True or value is None:
             return cls()
         if not isinstance(value, dict):
-            raise SettingsError("sparkdoctor: expected `true`, `false` (the gate off) or a mapping with fail_on, python, allow, "
-                                "timeout; "
-                                f"got {type(value).__name__}")
+            raise SettingsError("sparkdoctor: expected `true`, `false` (the gate off) or a mapping with fail_on, python, "
+                                f"allow, timeout; got {type(value).__name__}")
         unknown = sorted(str(k) for k in value if k not in KEYS)
         if unknown:
             raise SettingsError(f"sparkdoctor: unknown key {unknown[0]!r} (known: {', '.join(KEYS)})")
@@ -128,12 +127,7 @@ def gates(recipe_file: str, mods: list[str], image: str | None, settings: Settin
     verdict), and `mods check` on its mods when it has any. The target is settings.python when set, else the image
     the recipe runs in, else recipe check's default."""
     base = [python, "-m", "sparkdoctor"]
-    if settings.python:
-        target = ["--python", settings.python]
-    elif image:
-        target = ["--image", image]
-    else:
-        target = []
+    target = ["--python", settings.python] if settings.python else ["--image", image] if image else []
     memory = ["--model", model] if model else []
     out = [Gate("recipe check", [*base, "recipe", "check", recipe_file, "--format", "json",
                                  "--fail-on", settings.fail_on, *target, *memory])]

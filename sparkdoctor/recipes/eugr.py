@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sparkdoctor.recipes import resolve
-from sparkdoctor.recipes.model import Recipe, RecipeError, flag_value
+from sparkdoctor.recipes.model import Recipe, RecipeError, flag_value, strip_flags
 
 REQUIRED = ("name", "container", "command")
 KNOWN = {"recipe_version", "name", "description", "model", "container", "command", "defaults", "env", "mods",
@@ -49,16 +49,15 @@ def read(doc: Mapping[str, object], path: Path, duplicates: list[str], overrides
     resolve.apply_overrides(params, env, sources, overrides, OVERRIDES | resolve.placeholders_strict(command), where)
 
     solo = not cluster_only
-    if solo and "tensor_parallel" in params and sources.get("param:tensor_parallel") != "--set":
-        if params["tensor_parallel"] != "1":
-            params["tensor_parallel"] = "1"
-            sources["param:tensor_parallel"] = "solo launch (run-recipe.py --solo forces 1 unless --tp is given)"
+    if solo and params.get("tensor_parallel", "1") != "1" and sources.get("param:tensor_parallel") != "--set":
+        params["tensor_parallel"] = "1"
+        sources["param:tensor_parallel"] = "solo launch (run-recipe.py --solo forces 1 unless --tp is given)"
     text = resolve.format_strict(command, params, f"{where}: field 'command'")
     argv, shell = resolve.split_command(text, f"{where}: field 'command'")
     if shell:
         warnings.append(resolve.shell_line_warning(path.name, "field 'command'", shell))
     if solo:
-        argv = _drop_executor_backend(argv)
+        argv = strip_flags(argv, ("--distributed-executor-backend",))
 
     model_field = doc.get("model")
     if split := resolve.split_model_warning(path.name, [str(v) for v in (model_field, params.get("model"), params.get("model_path")) if v], argv):
@@ -78,16 +77,3 @@ def read(doc: Mapping[str, object], path: Path, duplicates: list[str], overrides
         needs=needs, params=params, sources=sources, warnings=warnings, description=str(doc.get("description") or ""),
         extras=extras, shell=shell,
     )
-
-
-def _drop_executor_backend(argv: list[str]) -> list[str]:
-    out, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--distributed-executor-backend":
-            skip = True
-        elif not arg.startswith("--distributed-executor-backend="):
-            out.append(arg)
-    return out
-

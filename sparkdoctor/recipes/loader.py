@@ -60,7 +60,6 @@ def load(path_or_name: str | Path, overrides: dict[str, str] | None = None) -> R
     """Read, template and override a recipe of any supported format into one Recipe."""
     path = find(path_or_name)
     if path.suffix == ".toml":
-
         return ours.read(ours.read_toml(path), path, overrides)
 
     doc, duplicates = read_yaml(path)
@@ -71,7 +70,6 @@ def load(path_or_name: str | Path, overrides: dict[str, str] | None = None) -> R
     version = str(doc.get("sparkrun_version", doc.get("recipe_version", "")))
     # `mods`/`build_args` mark an eugr recipe only when no other version is declared: a sparkrun v2 recipe has mods too
     if version == "1" or (not version and ("build_args" in doc or "mods" in doc)):
-
         return eugr.read(doc, path, duplicates, overrides)
 
     return sparkrun.read(doc, path, duplicates, overrides)

@@ -114,7 +114,7 @@ class Recipe:
         launcher replaces), env, model, served name, container and readiness path. Equal fingerprints
         launch the same server; the recipe's name, file and comments do not count."""
         doc = {
-            "argv": strip_bind_flags(self.argv),
+            "argv": strip_flags(self.argv, BIND_FLAGS),
             "env": dict(sorted(self.env.items())),
             "model": self.model,
             "served_model_name": self.served_model_name,
@@ -168,13 +168,13 @@ def flag_value(argv: list[str], flag: str) -> str | None:
     return found
 
 
-def strip_bind_flags(argv: list[str]) -> list[str]:
-    """argv without --host/--port and their values."""
+def strip_flags(argv: list[str], flags: tuple[str, ...]) -> list[str]:
+    """argv without `flags` and their values (`--flag VALUE`, `--flag=VALUE`)."""
     out: list[str] = []
     args = iter(argv)
     for arg in args:
-        if arg in BIND_FLAGS:
+        if arg in flags:
             next(args, None)  # its value
-        elif not arg.startswith(tuple(f + "=" for f in BIND_FLAGS)):
+        elif not arg.startswith(tuple(f + "=" for f in flags)):
             out.append(arg)
     return out

@@ -73,14 +73,14 @@ def read(doc: dict[str, Any], path: Path, overrides: dict[str, str] | None) -> R
     sources = {f"param:{k}": "defaults" for k in params}
     for key in TOP_PARAMS:
         if key in doc:
-            params[key] = resolve.as_text(doc[key])
+            params[key] = str(doc[key])
             sources[f"param:{key}"] = f"{key} field"
     env = resolve.string_map(doc.get("env"), where, "env")
     sources.update({f"env:{k}": "env" for k in env})
     resolve.apply_overrides(params, env, sources, overrides, set(TOP_PARAMS), where)
 
     room = resolve.Room()  # one for every template of the file: each element is formatted on its own
-    argv = [resolve.format_strict(resolve.as_text(a), params, f"{where}: field 'command'[{i}]", room) for i, a in enumerate(command)]
+    argv = [resolve.format_strict(str(a), params, f"{where}: field 'command'[{i}]", room) for i, a in enumerate(command)]
     env = {k: resolve.format_strict(v, params, f"{where}: field 'env.{k}'", room) for k, v in env.items()}
     host, port = resolve.bind_of(argv, params, where)
     model = params.get("model") or resolve.model_in(argv)

@@ -24,11 +24,6 @@ ROUNDS = 10
 MAX_EXPANDED = 65536  # characters a lenient substitution may grow to
 
 
-def as_text(value: object) -> str:
-    """A YAML/TOML scalar as the runners render it (Python str(): 1 -> "1", True -> "True", 0.85 -> "0.85")."""
-    return value if isinstance(value, str) else str(value)
-
-
 MAX_FORMATTED = 1024 * 1024  # characters a recipe's str.format templates may expand to, together
 
 
@@ -286,7 +281,7 @@ def string_map(value: object, where: str, field: str) -> dict[str, str]:
             raise RecipeError(f"{where}: field {field!r} has a non-text key {k!r}")
         if isinstance(v, (dict, list)):
             raise RecipeError(f"{where}: field '{field}.{k}' must be a single value, not a {type(v).__name__}")
-        out[k] = "" if v is None else as_text(v)
+        out[k] = "" if v is None else str(v)  # as the runners render it: 1 -> "1", True -> "True", 0.85 -> "0.85"
         if field == "env" and not ENV_NAME.fullmatch(k):  # what exec would refuse at launch (`D=E`, ``, a newline)
             raise RecipeError(f"{where}: field 'env' has {k[:80]!r}, which is not an environment variable name (letters, digits, _)")
         if field == "env" and "\0" in out[k]:

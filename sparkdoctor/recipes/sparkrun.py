@@ -125,7 +125,7 @@ def read(doc: dict[str, Any], path: Path, duplicates: list[str], overrides: dict
         served_default = config.get("served_model_name")
         if variant in ("vllm-distributed", "vllm-ray") and served_default is not None and "--served-model-name" not in text:
             # base.py _augment_served_model_name: the default is appended when the command does not pass it
-            argv += ["--served-model-name", resolve.as_text(served_default)]
+            argv += ["--served-model-name", str(served_default)]
             sources["argv:--served-model-name"] = "served_model_name default appended, as sparkrun does"
     else:
         if variant not in ("vllm-distributed", "vllm-ray"):
@@ -226,4 +226,3 @@ def _min_nodes(doc: Mapping[str, object]) -> int:
         return 2
     value = doc.get("min_nodes", 1)
     return value if isinstance(value, int) else 1
-

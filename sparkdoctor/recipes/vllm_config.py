@@ -112,8 +112,9 @@ def launched_argv(recipe: Recipe) -> list[str]:
     folder = _local_folder(recipe.model)
     if folder is not None and recipe.model in argv:
         argv = [folder if a == recipe.model else a for a in argv]
+        # a vLLM command (its options have a place): clients send the name as written; vLLM would serve the new path
         if recipe.served_model_name == recipe.model and flag_value(argv, "--served-model-name") is None and \
-                _vllm(argv):  # clients send the name as written; vLLM would serve it under the new path
+                _options_start(argv) is not None:
             argv += ["--served-model-name", recipe.model]
     if argv.count("--config") != 1 or argv.index("--config") + 1 >= len(argv):
         return argv
@@ -124,12 +125,6 @@ def launched_argv(recipe: Recipe) -> list[str]:
     except (OSError, ValueError):  # a name too long for the file system
         there = False
     return argv[:at] + [os.path.abspath(path)] + argv[at + 1:] if there else argv
-
-
-def _vllm(argv: list[str]) -> bool:
-    """`.../vllm serve ...` or `python -m vllm.entrypoints...`: a command that takes vLLM's flags."""
-    return any(Path(a).name == "vllm" and argv[i + 1:i + 2] == ["serve"] for i, a in enumerate(argv)) or \
-        any(a.startswith("vllm.entrypoints") for a in argv)
 
 
 def _local_folder(model: str | None) -> str | None:
@@ -166,16 +161,17 @@ def served_argv(recipe: Recipe, config: ServeConfig | None = None) -> list[str]:
         return argv
     at = argv.index("--config")
     rest = argv[:at] + argv[at + 2:]
-    start = _options_start(rest, at)
+    start = _options_start(rest) or at
     return rest[:start] + list(config.args) + rest[start:]
 
 
-def _options_start(argv: list[str], fallback: int) -> int:
-    """Where vLLM's parser puts a config file's options: after `vllm serve [MODEL]`, or after `-m vllm.entrypoints...`."""
+def _options_start(argv: list[str]) -> int | None:
+    """Where vLLM's parser puts a config file's options: after `vllm serve [MODEL]`, or after `-m vllm.entrypoints...`;
+    None for a command that is not vLLM's (`.../vllm serve ...` or `python -m vllm.entrypoints...`)."""
     for i, arg in enumerate(argv):
         if Path(arg).name == "vllm" and argv[i + 1:i + 2] == ["serve"]:
             has_model = i + 2 < len(argv) and not argv[i + 2].startswith("-")
             return i + 3 if has_model else i + 2
         if arg.startswith("vllm.entrypoints"):
             return i + 1
-    return fallback
+    return None
