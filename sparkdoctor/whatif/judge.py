@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from sparkdoctor.arch import settle
 from sparkdoctor.audit.served_model import recipe_facts
@@ -84,9 +84,7 @@ class RecipeWhatIf:
     mods: ModsDelta | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "introduced": [r.to_json() for r in self.introduced],
-                "fixed": [r.to_json() for r in self.fixed], "unchanged": [r.to_json() for r in self.unchanged],
-                "mods": None if self.mods is None else self.mods.to_json()}
+        return asdict(self)  # each row as RecipeRow.to_json writes it, the mods as ModsDelta.to_json
 
 
 @dataclass
