@@ -284,9 +284,8 @@ class Pruned:
 
 def prune(keep: int | None, older_than_s: float | None) -> Pruned:
     """Remove settled journals beyond the newest `keep` and/or older than `older_than_s`; never the
-    journal of an apply or rollback that did not finish (nor a damaged one: it may be all that is left)."""
-    if keep is None and older_than_s is None:
-        raise FixError("--prune needs --keep N and/or --older-than AGE")
+    journal of an apply or rollback that did not finish (nor a damaged one: it may be all that is left). The command
+    (commands/fix.py) refuses a prune with neither: `--prune needs --keep N and/or --older-than AGE`."""
     removed, spared = jr.prune(keep, older_than_s, lock_for=inv_mod.recorded_lock)
     return Pruned(removed=[{"journal": j.id, "status": j.pruned_status} for j in removed],
                   kept_unsettled=[_row(j) for j in spared], freed_bytes=sum(j.freed for j in removed))
