@@ -57,9 +57,6 @@ class RecipeRow:
     title: str
     remedy: str = ""
 
-    def to_json(self) -> dict[str, object]:
-        return {"id": self.id, "kind": self.kind, "severity": self.severity, "title": self.title, "remedy": self.remedy}
-
 
 @dataclass
 class ModsDelta:
@@ -68,9 +65,6 @@ class ModsDelta:
     introduced: list[Finding] = field(default_factory=list)
     fixed: list[Finding] = field(default_factory=list)
     unchanged: list[Finding] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, object]:
-        return {"introduced": self.introduced, "fixed": self.fixed, "unchanged": self.unchanged}
 
 
 @dataclass
@@ -84,7 +78,7 @@ class RecipeWhatIf:
     mods: ModsDelta | None = None
 
     def to_json(self) -> dict[str, object]:
-        return asdict(self)  # each row as RecipeRow.to_json writes it, the mods as ModsDelta.to_json
+        return asdict(self)  # the rows and the mods by their fields: the keys of the whatif JSON's "recipe"
 
 
 @dataclass
