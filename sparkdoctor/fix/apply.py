@@ -146,10 +146,10 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
         raise Refusal(plan.refusals[0])
     step = Boundaries("apply")
     sides = sides_of(target)
-    header = _header(target, plan, inventory, installer)
-    key, label = target_key(header["target"]), target_label(header["target"])
+    record = target_record(target, inventory)
+    key, label = target_key(record), target_label(record)
     running_before = set(proc.live_pids())  # not the apply's to stop (a caller's own children, in-process)
-    with jr.target_lock(*lock_of(target, header["target"])), children_die_with_parent():
+    with jr.target_lock(*lock_of(target, record)), children_die_with_parent():
         stuck = jr.unfinished_for(key, target_key)
         if stuck:
             raise Refusal(f"journal {stuck.id} of this target stopped mid-apply: run `sparkdoctor fix --rollback {stuck.id}` first")

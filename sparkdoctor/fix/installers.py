@@ -301,8 +301,7 @@ def for_target(target: Target, inventory: Inventory, timeout: float | None = Non
         if not inventory.has_pip:
             raise FixError(f"{inventory.python} in container {getattr(target, 'name', '?')} has no pip, and sparkdoctor's own "
                            "pip is not in the container's files: install pip in that environment (or fix the image)")
-        return PipInstaller(target, inventory, timeout=timeout)
-    if not inventory.has_pip:
+    elif not inventory.has_pip:
         # nothing was changed: exit 6, as for an index that cannot be reached, never 5 (a failed apply)
         if inventory.externally_managed:  # Debian and Ubuntu disable ensurepip for it, and pip would refuse anyway
             raise UnchangedError(f"{inventory.python} has no pip and is marked EXTERNALLY-MANAGED by the OS (PEP 668): fix a "

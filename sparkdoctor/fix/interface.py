@@ -87,14 +87,10 @@ class DefinitionError(FixError):
 
 
 class Refusal(FixError):
-    """Something a person would not want done silently; `how` says how to say yes (None: no way)."""
+    """Something a person would not want done silently; the line says how to say yes, where there is a way."""
 
     exit_code = EXIT_FIX_REFUSED
     code = "fix-refused"
-
-    def __init__(self, message: str, how: str | None = None):
-        super().__init__(message + (f" (to allow it: {how})" if how else ""))
-        self.how = how
 
 
 class UnchangedError(FixError):

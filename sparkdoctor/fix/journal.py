@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparkdoctor.errors import UsageError
 from sparkdoctor.fix.interface import (
     FixError,
     JournalError,
@@ -227,13 +228,12 @@ def create(header: Mapping[str, object], files: list[tuple[str, str]], dist_file
         write_bytes(path / "journal.json", body)
         boundary("journal-written")
         write_bytes(path / COMPLETE, (sha256_bytes(body) + "\n").encode())
-    except (OSError, FileError) as exc:
+    except BaseException as exc:  # Ctrl-C or SIGTERM too: nothing was changed, so no half journal is kept
         shutil.rmtree(path, ignore_errors=True)
+        if not isinstance(exc, (OSError, FileError)):
+            raise
         why = str(exc) if isinstance(exc, FileError) else (exc.strerror or str(exc))
         raise UnchangedError(f"the journal could not be written in {root}: {why}; nothing was changed") from None
-    except BaseException:  # Ctrl-C or SIGTERM while it is written: nothing was changed, so no half journal is kept
-        shutil.rmtree(path, ignore_errors=True)
-        raise
     return Journal(path, data)
 
 
@@ -312,8 +312,6 @@ def history() -> list[Journal]:
             return []
         folders = sorted((q for q in root.iterdir() if q.is_dir()), key=lambda q: q.name, reverse=True)
     except OSError as exc:  # another user's state folder: whether a fix is unfinished is unknown, never "none"
-        from sparkdoctor.errors import UsageError
-
         raise UsageError(f"{root}: cannot read the fix journals ({exc.strerror or type(exc).__name__}); "
                          "set SPARKDOCTOR_STATE_DIR to a folder of yours") from None
     out = []

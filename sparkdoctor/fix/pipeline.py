@@ -152,8 +152,7 @@ def apply_and_recheck(request: CheckRequest, planned: Planned, progress: Callabl
     try:
         after = check(request).report
     except (KeyboardInterrupt, Interrupted) as exc:  # it stopped only the check after the apply: say what the apply left
-        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        raise Interrupted(signum, done=_left_by(outcome)) from exc
+        raise Interrupted(getattr(exc, "signum", signal.SIGINT), done=_left_by(outcome)) from exc
     before_ids, after_ids = finding_ids(planned.report), finding_ids(after)
     return Applied(journal=outcome.journal, done=outcome.done, error=outcome.error, rolled_back=outcome.rolled_back,
                    rollback_verified=outcome.verified or None, outside_restored=outcome.outside_restored,
@@ -225,25 +224,24 @@ def rollback(target_for: Callable[[dict[str, Any]], Target], ident: str | None,
     refuse_foreign(journal)  # before the journal's interpreter is started: which one is the journal's word
     target = target_for(journal.data["target"])
     label = inv_mod.target_label(journal.data["target"])
+    restored = {"restored_packages": journal.data["touched_before"],
+                "restored_files": [r["path"] for r in journal.data["files"]], "target": label}
     if dry_run:
         if progress:
             progress(f"checking that journal {journal.id} of {label} can restore it (a dry run: nothing is changed)")
         would = apply_mod.rollback(target, journal, lambda inventory: for_target(target, inventory, timeout), dry_run=True)
         return RolledBack(journal.id, "would roll back", f"journal {journal.id} of {label} can be rolled back; nothing was "
-                          f"changed (run `sparkdoctor fix --rollback {journal.id}` to do it)", would=would,
-                          restored_packages=journal.data["touched_before"],
-                          restored_files=[r["path"] for r in journal.data["files"]], target=label)
+                          f"changed (run `sparkdoctor fix --rollback {journal.id}` to do it)", would=would, **restored)
     if progress:  # the saved wheels are checked, reinstalled offline and every file verified: tens of seconds
         progress(f"rolling back journal {journal.id} of {label} (checking it can restore, restoring, verifying)")
     try:
         verified = apply_mod.rollback(target, journal, lambda inventory: for_target(target, inventory, timeout))
     except (KeyboardInterrupt, Interrupted) as exc:  # the CLI's one line says what is left to do
-        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        raise Interrupted(signum, done=f"the rollback of journal {journal.id} may have stopped part way: run `sparkdoctor "
-                                       f"fix --rollback {journal.id}` again, which puts back what is left and verifies it") from None
+        left = (f"the rollback of journal {journal.id} may have stopped part way: run `sparkdoctor fix --rollback "
+                f"{journal.id}` again, which puts back what is left and verifies it")
+        raise Interrupted(getattr(exc, "signum", signal.SIGINT), done=left) from None
     return RolledBack(journal.id, "rolled back", f"journal {journal.id} of {label} rolled back", verified=verified,
-                      restored_packages=journal.data["touched_before"],
-                      restored_files=[r["path"] for r in journal.data["files"]], target=label)
+                      **restored)
 
 
 @dataclass
@@ -286,9 +284,8 @@ class Pruned:
 
 def prune(keep: int | None, older_than_s: float | None) -> Pruned:
     """Remove settled journals beyond the newest `keep` and/or older than `older_than_s`; never the
-    journal of an apply or rollback that did not finish (nor a damaged one: it may be all that is left)."""
-    if keep is None and older_than_s is None:
-        raise FixError("--prune needs --keep N and/or --older-than AGE")
+    journal of an apply or rollback that did not finish (nor a damaged one: it may be all that is left). The command
+    (commands/fix.py) refuses a prune with neither: `--prune needs --keep N and/or --older-than AGE`."""
     removed, spared = jr.prune(keep, older_than_s, lock_for=inv_mod.recorded_lock)
     return Pruned(removed=[{"journal": j.id, "status": j.pruned_status} for j in removed],
                   kept_unsettled=[_row(j) for j in spared], freed_bytes=sum(j.freed for j in removed))

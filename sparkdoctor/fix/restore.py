@@ -7,7 +7,6 @@ copies of the dists' files are intact; if neither, nothing is touched and the re
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -76,8 +75,7 @@ class Restorer:
             for row in self.data["dist_files"].get(name, []):
                 if not row.get("copy"):
                     continue
-                copy = self.journal.path / row["copy"]
-                got = jr.sha256_file(copy)
+                got = jr.sha256_file(self.journal.path / row["copy"])
                 if got is None:
                     out.append(f"the copy of {row['path']} is missing from the journal")
                 elif row["path"] in before and before[row["path"]] not in (None, got):
@@ -89,7 +87,7 @@ class Restorer:
                if r["existed"] and jr.sha256_file(self.journal.path / r["copy"]) != r["sha256"]]
         # An edited file that is neither as it was before the apply nor as the apply left it was changed since, by
         # someone else: restoring the copy would destroy those edits (an HF_TOKEN line added to the env file).
-        left = {(st.get("path"), st.get("side", "target")): hashlib.sha256(st["new_text"].encode("utf-8")).hexdigest()
+        left = {(st.get("path"), st.get("side", "target")): jr.sha256_bytes(st["new_text"].encode("utf-8"))
                 for st in self.data["plan"].get("steps", []) if st.get("op") == "edit" and st.get("new_text") is not None}
         for r in self.data["files"]:
             side = r.get("side", "target")

@@ -226,15 +226,13 @@ def _as_current(db: sqlite3.Connection) -> None:
         db.execute(f"PRAGMA query_only = {query_only}")
 
 
-def connect(path: Path, migrate: bool = True, read_only: bool = False) -> sqlite3.Connection:
+def connect(path: Path, read_only: bool = False) -> sqlite3.Connection:
     """Open (creating if absent, unless `read_only`) and migrate; raise LedgerError with one line otherwise. A
     reader's file is never written: an older schema is read through views of the current one (_as_current)."""
     path = Path(path)
     try:
-        if path.is_dir():
-            raise LedgerError(f"ledger {path}: is a folder; give a file (--ledger PATH)")
-        if path.exists() and not path.is_file():
-            raise LedgerError(f"ledger {path}: not a regular file (a device, a pipe or a socket); give a file (--ledger PATH)")
+        if path.is_dir() or (path.exists() and not path.is_file()):
+            raise LedgerError(f"ledger {path}: {unwritable(path)}")  # its first answers: a folder, not a regular file
         if read_only:
             db = _open_read_only(path)
         else:
@@ -255,11 +253,11 @@ def connect(path: Path, migrate: bool = True, read_only: bool = False) -> sqlite
         if version > SCHEMA_VERSION:
             raise LedgerError(f"ledger {path}: schema {version} was written by a newer sparkdoctor "
                               f"(this one reads up to {SCHEMA_VERSION}); upgrade sparkdoctor")
-        if version < SCHEMA_VERSION and migrate and read_only:
+        if version < SCHEMA_VERSION and read_only:
             _as_current(db)
         db.execute("PRAGMA foreign_keys = ON")
-        if version < SCHEMA_VERSION and migrate and not read_only:
-            if not read_only and db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        if version < SCHEMA_VERSION and not read_only:
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 db.execute("PRAGMA journal_mode = WAL")
             db.execute("BEGIN IMMEDIATE")
             try:

@@ -13,7 +13,7 @@ import math
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -273,12 +273,7 @@ class Ledger:
             if damage is not None:
                 raise LedgerError(f"ledger {self.path}: run {run_id} is damaged: sample {c}/{r}/{i}: {damage}")
             samples.append((c, r, i, sample))
-        return RunRecord(recipe=found["recipe"], base_url=found["base_url"], model=found["model"],
-                         server=found["server"], facts=found["facts"], fingerprint=found["fingerprint"],
-                         bench_version=found["bench_version"], tool_version=found["tool_version"],
-                         workload=found["workload"], summary=found["summary"], findings=found["findings"],
-                         samples=samples, comparison_id=found["comparison_id"], arm=found["arm"],
-                         memory=found["memory"], created_at=found["created_at"])
+        return RunRecord(**{f.name: found[f.name] for f in fields(RunRecord) if f.name != "samples"}, samples=samples)
 
     def conclusions_naming(self, run_id: int) -> list[str]:
         """The names of the conclusions whose runs include `run_id` (a damaged row is skipped), each once."""
@@ -347,10 +342,9 @@ class Ledger:
         return {"id": row[0], "created_at": row[1], "a": row[2], "b": row[3], "status": row[4],
                 "result": result, "runs": runs, **({"damaged": [damage]} if damage else {})}
 
-    def count_samples(self, run_id: int | None = None) -> int:
-        sql, args = ("SELECT count(*) FROM samples", ()) if run_id is None else ("SELECT count(*) FROM samples WHERE run_id = ?", (run_id,))
+    def count_samples(self) -> int:
         with self._failing():
-            return int(self.db.execute(sql, args).fetchone()[0])
+            return int(self.db.execute("SELECT count(*) FROM samples").fetchone()[0])
 
 
 def _rowid(cur: sqlite3.Cursor) -> int:

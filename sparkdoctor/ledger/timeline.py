@@ -5,13 +5,12 @@ their reruns. Reads only. A row whose JSON is damaged is counted and left out, n
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass, field
 from typing import TypedDict
 
 from sparkdoctor.ledger.compare import toolchain_changes
-from sparkdoctor.ledger.store import number
+from sparkdoctor.ledger.store import decode, number
 
 
 class Run(TypedDict):
@@ -66,13 +65,6 @@ class Timeline:
     latest_facts: dict[str, object] | None = None
 
 
-def _json(text: object) -> object:
-    try:
-        return json.loads(text) if isinstance(text, (str, bytes)) and text else None
-    except (TypeError, ValueError, RecursionError):  # as ledger.store.decode: not text, not JSON, nested too deep
-        return None
-
-
 def _text(value: object) -> str:
     """A TEXT column as text ("" for NULL): SQLite keeps whatever was stored, a BLOB too (bytes, which no str sorts
     against)."""
@@ -87,7 +79,7 @@ def read(db: sqlite3.Connection) -> Timeline:
     pairs: list[tuple[int, int, Change]] = []
     for rid, created, recipe, fingerprint, comparison, arm, summary in db.execute(
             "SELECT id, created_at, recipe_name, fingerprint, comparison_id, arm, summary_json FROM runs ORDER BY id"):
-        doc = _json(summary)
+        doc = decode("summary_json", summary)[0]
         created, recipe, fingerprint, arm = map(_text, (created, recipe, fingerprint, arm))
         if not isinstance(doc, dict):
             tl.damaged += 1
@@ -109,7 +101,7 @@ def read(db: sqlite3.Connection) -> Timeline:
     _name_changes(db, pairs)
     for cid, created, a, b, status, result in db.execute(
             "SELECT id, created_at, a_label, b_label, status, result_json FROM comparisons ORDER BY id"):
-        doc = _json(result)
+        doc = decode("result_json", result)[0]
         created, a, b, status = map(_text, (created, a, b, status))
         for level in (doc or {}).get("levels") or [] if isinstance(doc, dict) else []:
             ratio = level.get("ratio") if isinstance(level, dict) else None
@@ -122,12 +114,12 @@ def read(db: sqlite3.Connection) -> Timeline:
                                        "verdict": ratio.get("verdict")})
     for cid, name, created, outcome, data in db.execute(
             "SELECT id, name, created_at, outcome, data_json FROM conclusions ORDER BY id"):
-        doc = _json(data)
+        doc = decode("data_json", data)[0]
         tl.conclusions.append({"id": cid, "name": _text(name), "created_at": _text(created), "outcome": _text(outcome) or "recorded",
                                "verdict": doc.get("verdict") if isinstance(doc, dict) else "(damaged)"})
     if tl.runs:
         row = db.execute("SELECT facts_json FROM runs WHERE id = ?", (tl.runs[-1]["id"],)).fetchone()
-        facts = _json(row[0]) if row else None
+        facts = decode("facts_json", row[0])[0] if row else None
         tl.latest_facts = facts if isinstance(facts, dict) else None
     return tl
 
@@ -140,7 +132,7 @@ def _name_changes(db: sqlite3.Connection, pairs: list[tuple[int, int, Change]]) 
         chunk = ids[start:start + 500]
         marks = ",".join("?" * len(chunk))
         for rid, text in db.execute(f"SELECT id, facts_json FROM runs WHERE id IN ({marks})", chunk):
-            facts[rid] = _json(text)
+            facts[rid] = decode("facts_json", text)[0]
     for a, b, change in pairs:
         fa, fb = facts.get(a), facts.get(b)
         if isinstance(fa, dict) and isinstance(fb, dict):

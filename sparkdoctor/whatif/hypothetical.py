@@ -24,11 +24,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from sparkdoctor import proc
 from sparkdoctor.facts import Facts
 from sparkdoctor.locations import data_dir
+from sparkdoctor.matrix.versions import parse_version
 from sparkdoctor.released import Reader, cache_root
 from sparkdoctor.targets.early import loads_code
 from sparkdoctor.whatif.probe import LIBS
@@ -98,10 +99,7 @@ def cutedsl_build_after(packages: Mapping[str, Mapping[str, object]], changes: l
     4.6 the libs wheels' .pth names python_packages/, whose compiler is the libs wheel written last (None: today's)."""
 
     def version(name: str) -> Version | None:
-        try:
-            return Version(str((packages.get(name) or {}).get("version")))
-        except InvalidVersion:
-            return None
+        return parse_version(str((packages.get(name) or {}).get("version")))
 
     umbrella = version("nvidia-cutlass-dsl")
     if umbrella is not None and umbrella >= Version("4.6"):

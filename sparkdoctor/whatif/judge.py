@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from sparkdoctor.arch import settle
 from sparkdoctor.audit.served_model import recipe_facts
@@ -57,9 +57,6 @@ class RecipeRow:
     title: str
     remedy: str = ""
 
-    def to_json(self) -> dict[str, object]:
-        return {"id": self.id, "kind": self.kind, "severity": self.severity, "title": self.title, "remedy": self.remedy}
-
 
 @dataclass
 class ModsDelta:
@@ -68,9 +65,6 @@ class ModsDelta:
     introduced: list[Finding] = field(default_factory=list)
     fixed: list[Finding] = field(default_factory=list)
     unchanged: list[Finding] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, object]:
-        return {"introduced": self.introduced, "fixed": self.fixed, "unchanged": self.unchanged}
 
 
 @dataclass
@@ -84,9 +78,7 @@ class RecipeWhatIf:
     mods: ModsDelta | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "introduced": [r.to_json() for r in self.introduced],
-                "fixed": [r.to_json() for r in self.fixed], "unchanged": [r.to_json() for r in self.unchanged],
-                "mods": None if self.mods is None else self.mods.to_json()}
+        return asdict(self)  # the rows and the mods by their fields: the keys of the whatif JSON's "recipe"
 
 
 @dataclass

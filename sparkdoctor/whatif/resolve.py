@@ -15,13 +15,13 @@ from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from sparkdoctor import proc
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.facts import Facts
 from sparkdoctor.facts_shapes import table
+from sparkdoctor.matrix.versions import parse_version
 from sparkdoctor.proc import ProcResult
 from sparkdoctor.targets.early import PIP_NO_SITE, own_pip_folder, own_pip_misfit
 from sparkdoctor.targets.interface import Target
@@ -136,10 +136,10 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
     pip: list[str] = []  # the arguments of target_pip_dry.py: pip without site, in the target (see there)
     constraints = constraint_files(facts, local)
 
-    def run(argv: list[str], timeout: float) -> ProcResult:
-        return target.run_script(PIP_DRY, argv, timeout)
+    def run(argv: list[str]) -> ProcResult:
+        return target.run_script(PIP_DRY, argv, RESOLVE_TIMEOUT)
 
-    result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)
+    result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps))
     old = not result.ok and _NO_DRY_RUN.search(result.stderr or "") and local
     if old and (misfit := own_pip_misfit(str((facts.target or {}).get("version") or ""))):
         why = "has no pip" if "No module named pip" in (result.stderr or "") else "has a pip older than 22.2 (no --dry-run --report)"
@@ -147,15 +147,15 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
     if old and own_pip() and own_pip_folder():
         pip = ["--pip-from", str(own_pip_folder())]  # sparkdoctor's pip, run by the target's interpreter without site
         seen.installer = f"{python} -m pip (sparkdoctor's pip, {own_pip_folder()})"
-        result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps), RESOLVE_TIMEOUT)
+        result = run(dry_run_argv(pip, specs, constraints, no_deps=no_deps))
     if result.timed_out or result.start_error or result.signal:
         raise ResolveError(f"pip's dry run did not finish: {result.describe_failure()}")
     if not result.ok:  # run again without --quiet: pip says which requirements conflict only then
         asked = clip(" ".join(specs), 300)  # 1,500 long specs were 1.4 MB of one line
-        loud = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps), RESOLVE_TIMEOUT)
+        loud = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps))
         debug = None
         if _NO_VERSION.search((loud.stderr or "") + "\n" + (loud.stdout or "")):  # was it the index, or a file pip skipped?
-            debug = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps, extra=("-vv",)), RESOLVE_TIMEOUT)
+            debug = run(dry_run_argv(pip, specs, constraints, quiet=False, no_deps=no_deps, extra=("-vv",)))
         if debug is not None and (unreachable := _unreachable(debug)):
             raise ResolveError(f"{asked}: the package index cannot be reached from {python} ({unreachable}): "
                                "nothing is predicted")
@@ -256,22 +256,15 @@ def _skipped_release_fits(spec: str, debug: proc.ProcResult) -> bool:
 def _nearest(spec: str, listed: list[str]) -> str:
     """"versions found: N; nearest A, B; newest C" from pip's `(from versions: ...)`, the nearest being those
     either side of the version a `==` or `~=` names."""
-
-    def parse(v: str) -> Version | None:
-        try:
-            return Version(v)
-        except InvalidVersion:
-            return None
-
-    versions = sorted({p for p in (parse(v) for v in listed) if p is not None})
+    versions = sorted({p for p in (parse_version(v) for v in listed) if p is not None})
     if not versions:
         return f"versions pip found: {clip(', '.join(listed), 200)}"
     text = f"pip found {len(versions)} version{'s' if len(versions) != 1 else ''}"
     try:
-        named = [parse(s.version) for s in Requirement(spec).specifier if s.operator in ("==", "~=", "===")]
+        named = [parse_version(s.version) for s in Requirement(spec).specifier if s.operator in ("==", "~=", "===")]
     except InvalidRequirement:
         named = []
-    asked = named[0] if named and named[0] is not None else None
+    asked = named[0] if named else None
     if asked is not None:
         below = [v for v in versions if v < asked][-1:]
         above = [v for v in versions if v > asked][:1]
