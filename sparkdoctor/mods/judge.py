@@ -37,7 +37,6 @@ MAX_MOD_BYTES = 32 * 2**20  # its diffs and scripts together (trees.MAX_FILE eac
 _NETWORK = re.compile(r"Could not resolve host|Temporary failure in name resolution|Network is unreachable|"
                       r"Name or service not known|curl: \(\d+\)|urlopen error|ConnectionError")
 _IMPORTS_STACK = re.compile(r"No module named '(torch|vllm|flashinfer|triton|cutlass|transformers)[.']")
-_HUNK_FAILED = re.compile(r"^(?:patching|checking) file (\S+)|Hunk #\d+ FAILED at \d+|patch does not apply", re.M)
 _READ_ONLY = "Read-only file system"
 _QUOTED = re.compile(r": '([^'\n]+)'")
 

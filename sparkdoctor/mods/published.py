@@ -35,7 +35,6 @@ _CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\
 
 @functools.lru_cache(maxsize=1)
 def _redactor() -> Redactor:
-    """The report's anonymizer, knowing this machine's user and host names."""
     redactor = Redactor()
     redactor.learn_local()
     return redactor
