@@ -24,7 +24,7 @@ from sparkdoctor.mods.model import (
     Verdict,
     overall,
 )
-from sparkdoctor.mods.published import shown_lines, shown_text, tail
+from sparkdoctor.mods.published import TAIL_LINES, shown_lines, shown_text
 from sparkdoctor.mods.sandbox import run_script
 from sparkdoctor.mods.trees import Tree, read_regular
 from sparkdoctor.text import one_line
@@ -196,7 +196,7 @@ def _judge_script(name: str, path: Path, mod_dir: Path, argv: list[str], texts: 
         verdict, detail = Verdict.APPLIES, f"{source} ran and changed {len(files)} file(s)"
     else:
         verdict, detail = Verdict.NO_EFFECT, f"{source} ran and changed nothing (already applied, or guarded)"
-    return ModResult(name, str(path), kind, verdict, detail, files, tail(shown))
+    return ModResult(name, str(path), kind, verdict, detail, files, "\n".join(shown[-TAIL_LINES:]))
 
 
 def _read_only(output: str) -> str | None:

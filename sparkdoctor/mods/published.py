@@ -53,7 +53,3 @@ def shown_lines(output: str) -> list[str]:
         if clean and SHOWN.match(clean):
             out.append(_redactor().text(clean)[:LINE_CHARS])
     return out
-
-
-def tail(lines: list[str]) -> str:
-    return "\n".join(lines[-TAIL_LINES:])

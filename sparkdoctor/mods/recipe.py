@@ -89,15 +89,10 @@ def stale_mods(recipe: Recipe, tree: Tree) -> list[dict[str, Any]]:
     for written in recipe.mods():
         try:
             path = locate(recipe, written)
+            result = judge_mod(path, tree) if path is not None else None
         except ModError:
             continue
-        if path is None:
-            continue
-        try:
-            result = judge_mod(path, tree)
-        except ModError:
-            continue
-        if result.verdict not in (Verdict.SUPERSEDED, Verdict.ALREADY_APPLIED):
+        if result is None or result.verdict not in (Verdict.SUPERSEDED, Verdict.ALREADY_APPLIED):
             continue
         files = [f for f in result.files if f.verdict in (Verdict.SUPERSEDED, Verdict.ALREADY_APPLIED)]
         out.append({"name": result.name, "written": written, "path": str(path), "verdict": result.verdict.value,
