@@ -7,15 +7,11 @@ name, home path, IP (v4 or v6) or MAC address, and no token or key. Two kinds of
     home paths, the host name fields, the values of secret-named and address-named environment
     variables. Each is replaced as a whole word wherever it appears, in any field and in findings (a host name
     in any case, as DNS reads it, when it has a digit or a hyphen; a plain word and a user name as learned).
-  - shapes that are secret whatever field holds them: Hugging Face (hf_...), OpenAI (sk-...), GitHub
-    (ghp_..., github_pat_...), GitLab (glpat-...), Stripe (sk_live_..., rk_live_...), NGC (nvapi-...), AWS
-    (AKIA...), Slack (xox?-...) tokens (cut by a line break too: wrapped.py), bearer tokens, credentials in URLs, whole PEM/OpenSSH key blocks (cut ones
-    too), `mysql -pPASSWORD`, IPv4/IPv6/MAC addresses, user names in per-user folders outside the homes
-    (/scratch/NAME, /data/users/NAME), every FQDN and URL host outside a short public allow-list
-    (shapes.PUBLIC_HOSTS: pypi.org, github.com, huggingface.co, nvidia.com, ...), and what anonymize/shapes.py finds by form:
-    secret-named pairs and flags anywhere in a line (`error: password=x`, `?token=x&sig=x`, `--api-key x`),
-    e-mail addresses, user@host, other machines' names (user@host, ssh HOST, http://HOST:port, host-named
-    pairs, NCCL's prefix: learned, then replaced everywhere), generated keys (32+ random characters).
+  - shapes that are secret whatever field holds them: the providers' tokens (TOKEN_PATTERNS; cut by a line break
+    too: wrapped.py), bearer tokens, credentials in URLs, IPv4/IPv6/MAC addresses, user names in per-user folders
+    outside the homes (/scratch/NAME, /data/users/NAME), and what anonymize/shapes.py finds by form (its docstring
+    lists them: secret-named pairs and flags, PEM blocks, passwords on command lines, e-mail addresses, other
+    machines' names, FQDNs and URL hosts outside shapes.PUBLIC_HOSTS, generated keys, serial numbers).
 
 A learned name of two characters or a common word (WEAK_NAMES: a host called `vm`) is replaced only where it
 does not touch a / or a . , so /proc/sys/vm and vm.max_map_count survive a host named vm.
@@ -32,6 +28,7 @@ again, so redacting twice changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import ipaddress
 import os
@@ -46,11 +43,9 @@ from sparkdoctor.anonymize import accounts, shapes, wrapped
 
 USER, HOST, IP, MAC, SECRET, EMAIL = "<user>", "<host>", "<ip>", "<mac>", "<redacted>", "<email>"
 
-# Environment variable names whose values are secrets: shapes.secret_name (HF_TOKEN, OPENAI_API_KEY, PGPASSWORD;
-# not TOKENIZERS_PARALLELISM).
 # Names whose values are addresses or host names of this box or its peers.
 ADDRESS_NAME = re.compile(r"HOST|ADDR|(?:^|_)IP(?:$|_)|MASTER|PEER|NODES?$", re.IGNORECASE)
-HOST_KEYS = ("hostname", "host_name", "node", "nodename", "fqdn", "name")
+HOST_KEYS = ("hostname", "host_name", "node", "nodename", "fqdn")
 # Accounts that name no person: never learned as a user name.
 SYSTEM_USERS = frozenset({"root", "nobody", "ubuntu", "admin", "user", "home", "runner", "docker", "nvidia", "opt", "usr"})
 # A learned name of two characters, or one of these words, is also a path component or a word of its own
@@ -152,7 +147,7 @@ class Redactor:
         """Learn from a Facts dict: host name fields, env values, user names in every home path."""
         for host in (data.get("host"), data.get("fleet")):  # a fleet node's Facts name it: its `node` and `hostname`
             if isinstance(host, dict):
-                for key in HOST_KEYS[:-1]:  # not "name"
+                for key in HOST_KEYS:
                     self.learn_host(host.get(key))
         env = data.get("env")
         for key, value in env.items() if isinstance(env, dict) else ():
@@ -188,20 +183,15 @@ class Redactor:
 
     def learn_local(self) -> None:
         """This machine's user and host names (for a report made on the box it describes)."""
-
-        try:
+        with contextlib.suppress(Exception):  # no user name in the environment or the password database
             self.learn_user(getpass.getuser())
-        except Exception:  # no user name in the environment or the password database
-            pass
         self.learn_user(os.path.basename(os.path.expanduser("~").rstrip("/")))
         for name in accounts.local_names():  # the password database's, when HOME and USER point elsewhere
             self.learn_user(name)
-        try:
+        with contextlib.suppress(OSError):
             self.learn_host(socket.gethostname())
             # the fully qualified name is a reverse lookup: one that never answered held `report` past its --timeout
             self.learn_host(lookup.getfqdn(FQDN_TIMEOUT) or "")
-        except OSError:
-            pass
 
     # ---- redacting ------------------------------------------------------------------------------
     def text(self, value: str, is_version: bool = False) -> str:
@@ -236,7 +226,7 @@ class Redactor:
             if found is not None:
                 out = found[0].sub(found[1], out)
         out = MAC_ADDRESS.sub(MAC, out)
-        out = IPV6_CANDIDATE.sub(self._ipv6, out)
+        out = IPV6_CANDIDATE.sub(lambda m: self._ipv6_text(m.group(0)), out)
         out = IPV6_AFTER_NAME.sub(lambda m: m.group(1) + self._ipv6_text(m.group(2)), out)
         if not is_version:
             out = IPV4.sub(self._ipv4, out)
@@ -293,9 +283,6 @@ class Redactor:
         if match.start() and match.string[match.start() - 1] == "_" and not address.is_private:
             return text  # `libcudnn_9.1.0.70` is a version; `ib_192.168.100.12` names a node
         return text if address.is_loopback or address.is_unspecified else IP
-
-    def _ipv6(self, match: re.Match[str]) -> str:
-        return self._ipv6_text(match.group(0))
 
     def _ipv6_text(self, text: str) -> str:
         core = text.rstrip(".")  # `... from fe80::1.` ends a sentence

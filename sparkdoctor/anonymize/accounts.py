@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Callable
 
 
 def local_names() -> list[str]:
@@ -17,20 +16,13 @@ def local_names() -> list[str]:
     not there (nobody's /nonexistent) names no one."""
     sudo_user = os.environ.get("SUDO_USER", "").strip()
     names = [sudo_user] if sudo_user else []
-    entries = [_entry(lambda: pwd.getpwuid(os.getuid()))]
-    if sudo_user:
-        entries.append(_entry(lambda: pwd.getpwnam(sudo_user)))
-    for entry in entries:
-        if entry is not None:
-            names.append(entry.pw_name)
-            if os.path.isdir(entry.pw_dir):
-                names.append(os.path.basename(entry.pw_dir.rstrip("/")))
+    keys: list[int | str] = [os.getuid(), sudo_user] if sudo_user else [os.getuid()]
+    for key in keys:
+        try:
+            entry = pwd.getpwuid(key) if isinstance(key, int) else pwd.getpwnam(key)
+        except (KeyError, OSError):  # no entry (a uid a container gave no name)
+            continue
+        names.append(entry.pw_name)
+        if os.path.isdir(entry.pw_dir):
+            names.append(os.path.basename(entry.pw_dir.rstrip("/")))
     return names
-
-
-def _entry(find: Callable[[], pwd.struct_passwd]) -> pwd.struct_passwd | None:
-    """A password database entry; None when there is none (a uid a container gave no name)."""
-    try:
-        return find()
-    except (KeyError, OSError):
-        return None

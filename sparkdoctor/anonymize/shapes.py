@@ -104,8 +104,6 @@ NOT_HOSTS = frozenset({"localhost", "true", "false", "none", "null", "auto", "an
 WORDISH = re.compile(r"[a-z]{3,}|[A-Z]{4,}|\d{3,}")
 WORD_SHARE = 0.55
 ENTROPY_BITS = 4.3  # per character: random base62/64 of 32-40 characters measures 4.6-5.2; identifiers 3.3-4.1
-
-
 VERSION_OPERATOR = re.compile(r"[=!~<>]=\s?$")  # PEP 440's comparison right before a dotted quad: not an address
 SERIAL = "<serial>"
 # NVIDIA's device UUIDs: GPU-<uuid>, MIG-<uuid> and the older MIG-GPU-<uuid>/GI/CI; the prefix is kept (the form says
@@ -178,8 +176,7 @@ def hostish(value: str) -> str | None:
 
 def public_host(host: str) -> bool:
     """One of PUBLIC_HOSTS (www. or not)."""
-    low = host.lower().rstrip(".")
-    return low.removeprefix("www.") in PUBLIC_HOSTS
+    return host.lower().rstrip(".").removeprefix("www.") in PUBLIC_HOSTS
 
 
 def fqdn_host(name: str) -> bool:
@@ -310,10 +307,7 @@ def learn_from_text(text: str, on_host: Callable[[str], None],
             on_host(m.group(1))
     for m in NCCL_HOST.finditer(text):
         on_host(m.group(1))
-    for m in HOST_PATH.finditer(text):
-        if re.search(r"[\d\-]", m.group(1)) and hostish(m.group(1)) and private_host(m.group(1)):
-            on_host(m.group(1))
-    for m in HOST_AFTER.finditer(text):
+    for m in (*HOST_PATH.finditer(text), *HOST_AFTER.finditer(text)):
         if re.search(r"[\d\-]", m.group(1)) and hostish(m.group(1)) and private_host(m.group(1)):
             on_host(m.group(1))
     scan_pairs(text, on_secret, on_host)

@@ -70,15 +70,13 @@ class Comparison:
 def compare(a: Facts, b: Facts) -> Comparison:
     diffs: list[Difference] = []
     unknown: list[dict[str, str]] = []
-    names = [f.name for f in fields(a)] + [f.name for f in fields(b) if f.name not in {g.name for g in fields(a)}]
-    for name in names:
+    for name in dict.fromkeys(f.name for facts in (a, b) for f in fields(facts)):
         if name in NOT_COMPARED:
             continue
         va, vb = getattr(a, name, None), getattr(b, name, None)
+        if (va is None) != (vb is None):
+            unknown.append({"area": name, "why": f"not observed in {'A' if va is None else 'B'}"})
         if va is None or vb is None:
-            if va is not None or vb is not None:
-                side = "A" if va is None else "B"
-                unknown.append({"area": name, "why": f"not observed in {side}"})
             continue
         try:
             _bounded(va)
@@ -182,23 +180,18 @@ def _ptxas_key(t: dict) -> str:
 
 def _toolkits(area: str, ta: list, tb: list) -> list[Difference]:
     out: list[Difference] = []
-    by_a = {_ptxas_key(t): t for t in ta if isinstance(t, dict)}
-    by_b = {_ptxas_key(t): t for t in tb if isinstance(t, dict)}
+    by_a, by_b = ({_ptxas_key(t): t for t in ts if isinstance(t, dict)} for ts in (ta, tb))
     for key in sorted(set(by_a) | set(by_b)):
         a, b = by_a.get(key) or {}, by_b.get(key) or {}
         used = bool(a.get("used_by") or b.get("used_by"))
         verdict = RISKY if used else BENIGN
         why = f"used by {', '.join(map(text_of, a.get('used_by') or b.get('used_by') or []))}: kernels compile differently" \
             if used else "a ptxas nothing is configured to use"
-        out += _diff("ptxas", key, a.get("version") if a else None, b.get("version") if b else None, verdict, why)
+        out += _diff("ptxas", key, a.get("version"), b.get("version"), verdict, why)
         if a and b:
             out += _diff("ptxas", f"{key} used by", sorted(a.get("used_by") or []), sorted(b.get("used_by") or []),
                          RISKY, "another consumer runs this ptxas")
     return out
-
-
-def _env(area: str, ea: dict, eb: dict) -> list[Difference]:
-    return _keyed(area, ea, eb, env_verdict)
 
 
 def _kernels(area: str, ka: dict, kb: dict) -> list[Difference]:
@@ -285,8 +278,7 @@ def _host_health(area: str, ha: dict, hb: dict) -> list[Difference]:
             out += _diff(area, f"link {name} {key}", a.get(key), b.get(key),
                          *((BENIGN, VIRTUAL) if virtual else
                            (RISKY, "the nodes' links differ: NCCL runs at the slower one, or not at all")))
-    gpus_a = {g.get("index"): g for g in ha.get("gpus") or [] if isinstance(g, dict)}
-    gpus_b = {g.get("index"): g for g in hb.get("gpus") or [] if isinstance(g, dict)}
+    gpus_a, gpus_b = ({g.get("index"): g for g in h.get("gpus") or [] if isinstance(g, dict)} for h in (ha, hb))
     for index in sorted(set(gpus_a) & set(gpus_b), key=text_of):
         out += _diff(area, f"gpu {index} clocks_locked", gpus_a[index].get("clocks_locked"), gpus_b[index].get("clocks_locked"),
                      RISKY, "clocks locked on one node only (nvidia-smi -lgc does not survive a reboot)")
@@ -295,9 +287,7 @@ def _host_health(area: str, ha: dict, hb: dict) -> list[Difference]:
         for key in ("default_runtime", "nvidia_cdi", "nvidia_runtime_binary"):
             out += _diff(area, f"docker {key}", docker_a.get(key), docker_b.get(key), RISKY,
                          "the container gets the GPU another way (or not at all) on one node")
-    judged = {"links", "docker"}
-    rest_a = {k: v for k, v in ha.items() if k not in judged}
-    rest_b = {k: v for k, v in hb.items() if k not in judged}
+    rest_a, rest_b = ({k: v for k, v in h.items() if k not in ("links", "docker")} for h in (ha, hb))
     for key, va, vb in _leaf_pairs(rest_a, rest_b):
         if not key.endswith("clocks_locked"):
             out += _diff(area, key, va, vb, BENIGN, "a live reading of the host, not its configuration")
@@ -314,9 +304,9 @@ def _leaf_pairs(va: object, vb: object) -> list[tuple[str, object, object]]:
     return [(k, fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb))]
 
 
-def _leaves(value: object, prefix: str = "") -> list[tuple[str, object]]:
+def _leaves(value: object) -> list[tuple[str, object]]:
     out: list[tuple[str, object]] = []
-    stack: list[tuple[str, object]] = [(prefix, value)]
+    stack: list[tuple[str, object]] = [("", value)]
     while stack:
         if len(out) >= MAX_LEAVES:
             raise TooManyLeaves
@@ -337,7 +327,7 @@ COMPARERS: dict[str, Callable[[str, Any, Any], list[Difference]]] = {
     "driver": _driver,
     "cutedsl": _cutedsl,
     "toolkits": _toolkits,
-    "env": _env,
+    "env": lambda area, ea, eb: _keyed(area, ea, eb, env_verdict),
     "kernels": _kernels,
     "target": _target,
     "host": _host,

@@ -33,8 +33,6 @@ class Side:
 
 @dataclass
 class DiffDocument:
-    """What `sparkdoctor diff` hands its renderers: the comparison and the two snapshots it compared."""
-
     comparison: Comparison
     a: Side
     b: Side

@@ -45,7 +45,6 @@ RM_TIMEOUT = 60.0
 def image_tree(image: str, python: str | None = None, runtime: str | None = None) -> Iterator[ContainerTree]:
     """The site files of `image`'s interpreter, for the life of the block; ModError (one line) when it cannot
     be read, TargetError when its interpreter cannot be probed."""
-
     with throwaway_container(image, runtime) as name:
         target = resolve_container_target(name, python, runtime)
         yield ContainerTree(target, label=f"image {image} ({target.python})")
@@ -57,7 +56,6 @@ def throwaway_container(image: str, runtime: str | None = None) -> Iterator[str]
     the block; TargetError (one line, exit 3) when there is no runtime, its daemon does not answer, the image is
     not on this machine or the container does not start; ModError (exit 2) for an empty name or a bad
     $SPARKDOCTOR_CONTAINER_MOUNTS. Also what `recipe check --image` judges."""
-
     if not image.strip():
         raise ModError("--image '': give an image name or id")
     try:

@@ -24,7 +24,7 @@ from sparkdoctor.mods.model import (
     Verdict,
     overall,
 )
-from sparkdoctor.mods.published import shown_lines, shown_text, tail
+from sparkdoctor.mods.published import TAIL_LINES, shown_lines, shown_text
 from sparkdoctor.mods.sandbox import run_script
 from sparkdoctor.mods.trees import Tree, read_regular
 from sparkdoctor.text import one_line
@@ -37,7 +37,6 @@ MAX_MOD_BYTES = 32 * 2**20  # its diffs and scripts together (trees.MAX_FILE eac
 _NETWORK = re.compile(r"Could not resolve host|Temporary failure in name resolution|Network is unreachable|"
                       r"Name or service not known|curl: \(\d+\)|urlopen error|ConnectionError")
 _IMPORTS_STACK = re.compile(r"No module named '(torch|vllm|flashinfer|triton|cutlass|transformers)[.']")
-_HUNK_FAILED = re.compile(r"^(?:patching|checking) file (\S+)|Hunk #\d+ FAILED at \d+|patch does not apply", re.M)
 _READ_ONLY = "Read-only file system"
 _QUOTED = re.compile(r": '([^'\n]+)'")
 
@@ -82,14 +81,13 @@ def _judged(path: Path, tree: Tree, timeout: float | None) -> ModResult:
         return _judge_folder(path, tree, timeout)
     if not path.exists():
         raise ModError(f"{path}: no such file or folder")
-    name = path.name
     if path.suffix in DIFF_SUFFIXES:
         files = judge_diff_text(_text(path), tree, path.name)
-        return ModResult(name, str(path), ModKind.DIFF, overall([f.verdict for f in files]), _summary(files), files)
+        return ModResult(path.name, str(path), ModKind.DIFF, overall([f.verdict for f in files]), _summary(files), files)
     if path.suffix in SCRIPT_SUFFIXES:
         named = f"./{path.name}" if path.name.startswith("-") else path.name  # a name, never an option of the runner
         runner = ["python3", named] if path.suffix == ".py" else ["bash", named]
-        return _judge_script(name, path, path, runner, [_text(path)], tree, ModKind.SCRIPT, timeout)  # copied alone
+        return _judge_script(path, runner, [_text(path)], tree, ModKind.SCRIPT, timeout)  # copied alone
     raise ModError(f"{path}: not a mod sparkdoctor reads (a folder, *.patch, *.diff, *.py or *.sh)")
 
 
@@ -126,8 +124,7 @@ def _judge_folder(folder: Path, tree: Tree, timeout: float | None) -> ModResult:
         files += judge_diff_text(texts[diff], tree, diff.relative_to(folder).as_posix(), room)
     entry = folder / "run.sh"
     if entry.is_file():
-        ran = _judge_script(folder.name, folder, folder, ["bash", "run.sh"], list(texts.values()), tree, ModKind.FOLDER,
-                            timeout)
+        ran = _judge_script(folder, ["bash", "run.sh"], list(texts.values()), tree, ModKind.FOLDER, timeout)
         # the static verdict of a diff says why run.sh failed; keep both, the diff's first
         statics = {(f.path, f.source) for f in files}
         files += [f for f in ran.files if (f.path, f.source) not in statics]
@@ -152,12 +149,13 @@ def _summary(files: list[FileVerdict]) -> str:
     return f"{first.path}: {first.detail}" if first and first.path else (first.detail if first else "")
 
 
-def _judge_script(name: str, path: Path, mod_dir: Path, argv: list[str], texts: list[str], tree: Tree,
-                  kind: ModKind, timeout: float | None) -> ModResult:
-    run = run_script(argv, mod_dir, texts, tree, **({"timeout": timeout} if timeout else {}))
+def _judge_script(path: Path, argv: list[str], texts: list[str], tree: Tree, kind: ModKind,
+                  timeout: float | None) -> ModResult:
+    """`argv` run from (a copy of) `path`, the mod: a folder, or a script alone."""
+    run = run_script(argv, path, texts, tree, **({"timeout": timeout} if timeout else {}))
     source = " ".join(argv[1:])
     if run.refused:
-        return ModResult(name, str(path), kind, Verdict.CANNOT_TELL, run.refused)
+        return ModResult(path.name, str(path), kind, Verdict.CANNOT_TELL, run.refused)
     assert run.result is not None
     result = run.result
     output = (result.stdout + result.stderr).strip()  # read whole for the verdict; only `shown` is published
@@ -197,7 +195,7 @@ def _judge_script(name: str, path: Path, mod_dir: Path, argv: list[str], texts: 
         verdict, detail = Verdict.APPLIES, f"{source} ran and changed {len(files)} file(s)"
     else:
         verdict, detail = Verdict.NO_EFFECT, f"{source} ran and changed nothing (already applied, or guarded)"
-    return ModResult(name, str(path), kind, verdict, detail, files, tail(shown))
+    return ModResult(path.name, str(path), kind, verdict, detail, files, "\n".join(shown[-TAIL_LINES:]))
 
 
 def _read_only(output: str) -> str | None:

@@ -73,7 +73,4 @@ def overall(verdicts: list[Verdict]) -> Verdict:
     """A mod's verdict from its parts: the worst news wins (fails over cannot-tell over the rest)."""
     order = [Verdict.FAILS, Verdict.CANNOT_TELL, Verdict.SUPERSEDED, Verdict.ALREADY_APPLIED, Verdict.NO_EFFECT,
              Verdict.APPLIES]
-    for v in order:
-        if v in verdicts:
-            return v
-    return Verdict.NO_EFFECT
+    return next((v for v in order if v in verdicts), Verdict.NO_EFFECT)

@@ -35,7 +35,6 @@ _CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\
 
 @functools.lru_cache(maxsize=1)
 def _redactor() -> Redactor:
-    """The report's anonymizer, knowing this machine's user and host names."""
     redactor = Redactor()
     redactor.learn_local()
     return redactor
@@ -54,7 +53,3 @@ def shown_lines(output: str) -> list[str]:
         if clean and SHOWN.match(clean):
             out.append(_redactor().text(clean)[:LINE_CHARS])
     return out
-
-
-def tail(lines: list[str]) -> str:
-    return "\n".join(lines[-TAIL_LINES:])

@@ -43,7 +43,7 @@ def _finding(fid: str, severity: str, title: str, evidence: list[str], remedy: s
     return {"kind": "mod", "id": fid, "severity": severity, "title": title, "evidence": evidence, "remedy": remedy}
 
 
-def mod_findings(recipe: Recipe, tree: Tree, timeout: float | None = None) -> list[dict[str, object]]:
+def mod_findings(recipe: Recipe, tree: Tree) -> list[dict[str, object]]:
     """One finding per mod that fails, is already upstream, or cannot be judged (a mod that applies says nothing)."""
     out = []
     for written in recipe.mods():
@@ -59,7 +59,7 @@ def mod_findings(recipe: Recipe, tree: Tree, timeout: float | None = None) -> li
                                 "Fix the path in the recipe, or run from the repository the recipe belongs to."))
             continue
         try:
-            result = judge_mod(path, tree, timeout)
+            result = judge_mod(path, tree)
         except ModError as exc:
             out.append(_finding(f"mod-unjudged:{written}", "info", f"mod {written}: cannot judge it", [str(exc)],
                                 "Check the mod by hand (sparkdoctor mods check)."))
@@ -81,7 +81,7 @@ def mod_findings(recipe: Recipe, tree: Tree, timeout: float | None = None) -> li
     return out
 
 
-def stale_mods(recipe: Recipe, tree: Tree, timeout: float | None = None) -> list[dict[str, Any]]:
+def stale_mods(recipe: Recipe, tree: Tree) -> list[dict[str, Any]]:
     """The recipe's mods that upstream made already in `tree` (superseded, or already applied): stale workarounds,
     each with the files and lines that show it. A mod that is missing, fails or cannot be judged is not stale
     (recipe check says those); a target whose files cannot be read is a ModError."""
@@ -89,15 +89,10 @@ def stale_mods(recipe: Recipe, tree: Tree, timeout: float | None = None) -> list
     for written in recipe.mods():
         try:
             path = locate(recipe, written)
+            result = judge_mod(path, tree) if path is not None else None
         except ModError:
             continue
-        if path is None:
-            continue
-        try:
-            result = judge_mod(path, tree, timeout)
-        except ModError:
-            continue
-        if result.verdict not in (Verdict.SUPERSEDED, Verdict.ALREADY_APPLIED):
+        if result is None or result.verdict not in (Verdict.SUPERSEDED, Verdict.ALREADY_APPLIED):
             continue
         files = [f for f in result.files if f.verdict in (Verdict.SUPERSEDED, Verdict.ALREADY_APPLIED)]
         out.append({"name": result.name, "written": written, "path": str(path), "verdict": result.verdict.value,
@@ -114,30 +109,24 @@ def _cited(f: FileVerdict) -> str:
     return f"{f.path}, {lines}: {f.verdict.value}: {f.detail}"
 
 
-def gate(recipe: Recipe, tree: Tree, timeout: float | None = None) -> list[dict[str, Any]]:
-    """The mods of a recipe that would stop its launch (errors only): bench refuses to launch on these."""
-    return [f for f in mod_findings(recipe, tree, timeout) if f["severity"] == "error"]
-
-
 def launch_gate(recipe: Recipe, python: str | None, local: bool, progress: Callable[[str], None], runtime: str | None = None) -> str | None:
     """Before bench launches a recipe: why it must not (a mod that would fail on the target), or None. A container
     recipe's mods are judged against its image's files (sparkdoctor.mods.images), a --local one's against the
     interpreter's."""
     if not recipe.mods():
         return None
-
     image = getattr(recipe, "container", None) if not local else None
     progress(f"judging {recipe.name}'s mods against the {'image ' + image if image else 'target'}'s files")
     try:
         if image:
-
             with image_tree(str(image), runtime=runtime) as tree:
-                failing = gate(recipe, tree)
+                found = mod_findings(recipe, tree)
         else:
-            failing = gate(recipe, venv_tree(python or sys.executable))
+            found = mod_findings(recipe, venv_tree(python or sys.executable))
     except (ModError, TargetUnprobeable) as exc:
         progress(f"the mods could not be judged: {exc}")
         return None
+    failing: list[dict[str, Any]] = [f for f in found if f["severity"] == "error"]  # bench refuses to launch on these
     if failing:
         first = failing[0]
         return f"{recipe.name}: not launched: {first['title']} ({first['evidence'][0] if first['evidence'] else ''})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,6 @@ from sparkdoctor.mods.trees import (
     SiteTree,
     Tree,
     parse_release,
-    this_python,
     venv_tree,
 )
 from sparkdoctor.targets.choose import refuse_bad_target_options, resolve_target
@@ -79,12 +79,8 @@ def resolve_tree(options: ModsOptions) -> Tree:
             why = "no such file or folder" if not missing.exists() else "a file, not a folder"
             raise ModError(f"--site {missing}: not a folder ({why}); give the site-packages folder the mods edit")
         return SiteTree(list(options.site), " + ".join(str(s) for s in options.site), confined=True)
-    return venv_tree(options.python or _default_python() or this_python())
-
-
-def _default_python() -> str | None:
     venv = os.environ.get("VIRTUAL_ENV")
-    return str(Path(venv) / "bin" / "python") if venv else None
+    return venv_tree(options.python or (str(Path(venv) / "bin" / "python") if venv else sys.executable))
 
 
 def run(options: ModsOptions) -> ModsReport:

@@ -111,7 +111,6 @@ def _digest(root: Path) -> dict[str, str]:
     """site-relative path -> the sha256 of each regular file, read through sparkdoctor.inputs: a file over
     trees.MAX_FILE (a sparse 64 GB one a script left) is stood for by its size, never read; a FIFO or device
     a script made is stood for by its kind, never opened in a way that blocks."""
-
     out = {}
 
     def unreadable(exc: OSError) -> None:  # a folder past PATH_MAX (a script that `cd`s down) is said, not an error
@@ -139,8 +138,7 @@ def _digest_file(root: Path, path: Path, out: dict[str, str]) -> None:
 
 
 def _system_path(path: str) -> bool:
-    real = os.path.realpath(path)
-    return any(real == top or real.startswith(top + "/") for top in SYSTEM)
+    return any(Path(os.path.realpath(path)).is_relative_to(top) for top in SYSTEM)
 
 
 def _copy_mod(mod_dir: Path, work: Path) -> None:
@@ -238,13 +236,12 @@ def sandbox_argv(scratch: Path, mounts: list[str], seccomp_fd: int, cwd: Path, n
     return [*argv, "--bind", str(scratch), str(scratch), *mounts, "--remount-ro", "/", "--chdir", str(cwd), "--"]
 
 
-def _too_many(texts: list[str]) -> str | None:
+def _too_many(files: list[str], sites: list[str]) -> str | None:
     """Why the names a mod's texts hold are more than a mod's, or None. Each file named is read from the target (over
     the network for a release), each site folder is a mount (one in a system folder mounts back all its entries):
     20,000 names took 20 s against a release, and 5,000 site folders passed bwrap's 9,000 arguments ("fails")."""
-    files, sites = len(referenced_files(texts)), len(site_paths(texts))
-    if files > MAX_NAMED_FILES or sites > MAX_NAMED_SITES:
-        return (f"it names {files} file(s) of the serving stack in {sites} site folder(s): a mod is run for "
+    if len(files) > MAX_NAMED_FILES or len(sites) > MAX_NAMED_SITES:
+        return (f"it names {len(files)} file(s) of the serving stack in {len(sites)} site folder(s): a mod is run for "
                 f"{MAX_NAMED_FILES} files in {MAX_NAMED_SITES} site folders at most; not run")
     return None
 
@@ -253,7 +250,8 @@ def run_script(argv_in_mod: list[str], mod_dir: Path, texts: list[str], tree: Tr
                timeout: float = SCRIPT_TIMEOUT) -> ScriptRun:
     """Run `argv_in_mod` (e.g. ["bash", "run.sh"]) from a scratch copy of `mod_dir` (a mod folder, or a script alone),
     against a scratch copy of the files the mod names, and report what changed."""
-    why = sandbox_available() or _too_many(texts)
+    files, sites = referenced_files(texts), site_paths(texts)
+    why = sandbox_available() or _too_many(files, sites)
     if why:
         return ScriptRun(None, refused=why)
     program = seccomp.program()
@@ -267,7 +265,7 @@ def run_script(argv_in_mod: list[str], mod_dir: Path, texts: list[str], tree: Tr
         home.mkdir()
         _copy_mod(mod_dir, work)
         missing = []
-        for rel in referenced_files(texts):
+        for rel in files:
             try:
                 data = tree.read(rel)
             except NotPatchable as exc:  # that mod's verdict, as for a diff: the other mods are still judged
@@ -279,7 +277,6 @@ def run_script(argv_in_mod: list[str], mod_dir: Path, texts: list[str], tree: Tr
             (site / rel).write_bytes(data)
         before = _digest(site)
         mounts: list[str] = []
-        sites = site_paths(texts)
         for target in sites:
             mounts += _mount_args(target, site)
         nobody = _as_nobody(scratch)

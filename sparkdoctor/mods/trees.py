@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -90,7 +89,6 @@ def fits_a_path(name: str) -> bool:
 
 def read_regular(path: Path) -> bytes | None:
     """A regular file's bytes (MAX_FILE at most), never blocking on a FIFO or a device; None when it is not there."""
-
     try:
         return read_bytes(path, MAX_FILE)
     except (FileNotFoundError, NotADirectoryError):
@@ -263,7 +261,6 @@ class UpgradedTree:
 
 def parse_release(spec: str) -> tuple[str, str]:
     """`vllm==0.33.0` -> ("vllm", "0.33.0"); one line for anything else."""
-
     try:
         req = Requirement(spec)
     except InvalidRequirement:
@@ -272,7 +269,3 @@ def parse_release(spec: str) -> tuple[str, str]:
     if len(pins) != 1 or len(req.specifier) != 1 or "*" in pins[0].version:
         raise ModError(f"--release {spec!r}: name one release exactly, as NAME==VERSION")
     return req.name, pins[0].version
-
-
-def this_python() -> str:
-    return sys.executable

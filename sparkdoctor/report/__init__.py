@@ -37,7 +37,6 @@ def build_bug_report(report: Report, fmt: str, redact: bool = True, local: bool 
 
     `local`: the report is made on the box the Facts describe, so this machine's user and host
     names are learned as identities too (a snapshot from elsewhere teaches only its own)."""
-
     return join(_blocks(report, fmt, redact, local)[0])
 
 
@@ -45,7 +44,6 @@ def build_bug_report_fitted(report: Report, fmt: str, attachment: str, redact: b
                             local: bool = False) -> tuple[str, str | None]:
     """(the report, made to fit a GitHub issue or a forum post; the whole report for the attachment named
     `attachment`, or None when the report fits as it is)."""
-
     blocks, stub, notice = _blocks(report, fmt, redact, local)
     text, moved = fit(blocks, GITHUB_LIMIT if fmt == "github" else FORUM_LIMIT, attachment, stub, notice)
     return text, (join(blocks) if moved else None)

@@ -51,20 +51,17 @@ def folded(summary: str, body: list[str]) -> list[str]:
     return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
 
 
-def _fingerprint(shown: str) -> str:
-    return shown if shown == judgement.WITHHELD else f"`{shown}`"
-
-
 def github_blocks(report: Report, facts: Facts, r: Redactor) -> list[Block]:
     """The report as blocks (sparkdoctor/fit.py): the verdict, box and findings are essential, the folded parts detail."""
     tool = facts.tool or {}
+    shown = judgement.shown_fingerprint(report.facts, r)  # the one `check` prints, or withheld
     head = [
         "### sparkdoctor report",
         "",
         f"**{md(judgement.verdict_line(report, r))}**",
         "",
         f"sparkdoctor {md(clip(tool.get('version', '?'), 100))} · taken {md(clip(facts.taken(), 100))} · "
-        f"fingerprint {_fingerprint(judgement.shown_fingerprint(report.facts, r))}",  # the one `check` prints, or withheld
+        f"fingerprint {shown if shown == judgement.WITHHELD else f'`{shown}`'}",
         "",
     ]
     blocks = [Block("head", head, essential=True), Block("box", _box_table(facts), essential=True),

@@ -33,26 +33,24 @@ def shown_fingerprint(facts: Facts, redactor: Redactor) -> str:
     values it is a hash of was replaced; else withheld, since a hash of a few guessable values (an address, a user
     name in a path) gives them back to whoever tries them. A value longer than any shown is not read whole: withheld."""
     material = json.loads(json.dumps(facts.fingerprint_material(), default=list))
-    if not redactor.enabled:
-        return facts.fingerprint()
-    if _clip(material) == material and redactor.data(material) == material:
+    if not redactor.enabled or (_clip(material) == material and redactor.data(material) == material):
         return facts.fingerprint()
     return WITHHELD
 
 
-def clipped(data: Mapping[str, object], limit: int = PROSE_CHARS) -> dict[str, object]:
-    """`data` with every string cut to `limit` characters: what a report shows of it at most, and so all its Redactor
-    needs to learn from (learning from a 25 MB field took 15 s)."""
-    return {k: _clip(v, limit) for k, v in data.items()}
+def clipped(data: Mapping[str, object]) -> dict[str, object]:
+    """`data` with every string cut to PROSE_CHARS characters: what a report shows of it at most, and so all its
+    Redactor needs to learn from (learning from a 25 MB field took 15 s)."""
+    return {k: _clip(v) for k, v in data.items()}
 
 
-def _clip(data: object, limit: int = PROSE_CHARS) -> object:
+def _clip(data: object) -> object:
     if isinstance(data, str):
-        return data[:limit]
+        return data[:PROSE_CHARS]
     if isinstance(data, dict):
-        return {k: _clip(v, limit) for k, v in data.items()}
+        return {k: _clip(v) for k, v in data.items()}
     if isinstance(data, list | tuple):
-        return [_clip(v, limit) for v in data]
+        return [_clip(v) for v in data]
     return data
 
 

@@ -13,9 +13,6 @@ if TYPE_CHECKING:
 
 @dataclass
 class BugReport:
-    """The report as posted (made to fit a GitHub issue or a forum post), per format; and where the whole report
-    went when it did not fit."""
-
     judged: Report  # what it is drawn from
     attachment: Path
     redact: bool = True

@@ -234,10 +234,10 @@ def _errors(facts: Facts) -> Section | None:
     return Section("Could not observe", rows) if rows else None
 
 
-def _flatten(value: object, prefix: str = "") -> list[tuple[str, object]]:
+def _flatten(value: object) -> list[tuple[str, object]]:
     """[("a.b", leaf), ("list[0].c", leaf)]: nested data as rows."""
     out: list[tuple[str, object]] = []
-    stack: list[tuple[str, object]] = [(prefix, value)]
+    stack: list[tuple[str, object]] = [("", value)]
     while stack and len(out) < MAX_ROWS:
         path, item = stack.pop()
         if isinstance(item, dict) and item:
