@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import os
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Annotated, Any, Protocol, TypeVar
 import typer
 from typer.models import ParameterInfo
 
+from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 
 T = TypeVar("T")
@@ -91,7 +93,6 @@ def output_path(option: str, name: str | None, dash_is_stdout: bool = False) -> 
     """The file `--output NAME` (or `--save-facts NAME`) names, refused in one line (exit 2) when it cannot become
     a regular file, before any work starts. `-` is stdout where the option replaces stdout (`dash_is_stdout`: None,
     as when it is left out); where it writes a file besides stdout's document it is refused: never a file named `-`."""
-    from sparkdoctor.errors import UsageError
     from sparkdoctor.files import OutputError, target_of
 
     if name is None or (name == "-" and dash_is_stdout):
@@ -113,8 +114,6 @@ def output_path(option: str, name: str | None, dash_is_stdout: bool = False) -> 
 
 def empty_path(option: str) -> Exception:
     """The one line (exit 2) for '' where a path is taken: typer reads it as Path('.'), the working folder."""
-    from sparkdoctor.errors import UsageError
-
     return UsageError(f"{option} '': an empty path (it would name the working folder); give a file or folder")
 
 
@@ -213,8 +212,6 @@ def verb(options: type[E], run: Callable[[E], Result[object]], help: str, say_er
 
 def refuse_bad_constraints(paths: list[Path]) -> None:
     """--constraints FILE (check, fix): each a regular file; a FIFO, device or folder is one line, never read."""
-    from sparkdoctor.errors import UsageError
-
     for c in paths:
         if not c.is_file():
             why = "not a regular file (a device, FIFO, socket or folder); sparkdoctor reads only regular files here"
@@ -227,9 +224,6 @@ def refuse_unwritable_output(output: Path | None, flag: str = "--output") -> Non
     rollback and its undo command, bench's and rerun's measurements, whatif's dry run; `--export` too). The file is judged as files.write_text judges it (a regular file or a new
     name, never a folder, FIFO or device); its folder must exist and take a new file (the write is atomic: a
     temporary file beside it, then a rename)."""
-    import os
-
-    from sparkdoctor.errors import UsageError
     from sparkdoctor.files import OutputError, target_of
 
     if output is None:
@@ -251,41 +245,30 @@ def refuse_unwritable_output(output: Path | None, flag: str = "--output") -> Non
 def refuse_writing_over_the_ledger(output: Path | None, ledger: Path | None, flag: str = "--output") -> None:
     """`-o FILE` (or `--html FILE`) that is the ledger the command reads or writes (a link to it, or its -wal, -shm or
     -journal file): the document would replace every stored run. One line, exit 2, before anything is read."""
-    import os
-
-    from sparkdoctor.errors import UsageError
     from sparkdoctor.ledger import default_path
 
     if output is None:
         return
     led = ledger or default_path()
     for suffix in ("", "-wal", "-shm", "-journal"):
-        names = {f"{led}{suffix}", f"{os.path.realpath(led)}{suffix}"}
-        try:
-            same = any(os.path.realpath(output) == os.path.realpath(n) or (os.path.exists(n) and os.path.samefile(output, n))
-                       for n in names)
-        except OSError:  # output does not exist yet: the names decided
-            same = False
-        if same:
+        if any(_same_file(output, n) for n in {f"{led}{suffix}", f"{os.path.realpath(led)}{suffix}"}):
             what = f"its {suffix[1:]} file" if suffix else "the ledger itself"
             raise UsageError(f"{flag} {output}: is {what} ({led}); the document would replace the ledger: write it elsewhere")
+
+
+def _same_file(output: Path, name: str | Path) -> bool:
+    """One name for the same file, or two links to it; where either does not exist, the names decide."""
+    try:
+        return os.path.realpath(output) == os.path.realpath(name) or os.path.samefile(output, name)
+    except OSError:
+        return False
 
 
 def refuse_writing_over_an_input(output: Path | None, inputs: dict[str, Path | None]) -> None:
     """`-o FILE` that is a file the command reads (`diff A B -o A`): the document would replace the snapshot it was
     made from. One line, exit 2, before anything is read."""
-    import os
-
-    from sparkdoctor.errors import UsageError
-
     for option, name in inputs.items():
-        if output is None or name is None:
-            continue
-        try:
-            same = os.path.realpath(output) == os.path.realpath(name) or os.path.samefile(output, name)
-        except OSError:  # either does not exist: the names decided
-            same = False
-        if same:
+        if output is not None and name is not None and _same_file(output, name):
             raise UsageError(f"--output {output}: is {option} {name}; the document would replace it: write it elsewhere")
 
 
@@ -298,10 +281,6 @@ def refuse_writing_over_what_it_reads(parsed: object) -> None:
     recipe, a mod, a link to one of them): the document would replace what the command reads. Only an existing file
     can be lost, so only one counts; a str field counts only when marked NAMES_A_FILE (else it is text). One line,
     exit 2, before anything is read."""
-    import os
-
-    from sparkdoctor.errors import UsageError
-
     output = getattr(parsed, "output", None)
     if output is None or not dataclasses.is_dataclass(parsed) or not os.path.isfile(output):
         return
@@ -333,8 +312,6 @@ def _label(field_name: str, hint: object) -> str:
 
 def refuse_bad_seconds(option: str, seconds: float) -> None:
     """A time limit that is not a finite number above 0 (nan: a wait that never ends): one line, exit 2."""
-    from sparkdoctor.errors import UsageError
-
     if not (math.isfinite(seconds) and seconds > 0):
         raise UsageError(f"{option} {seconds}: give a number of seconds above 0")
 
@@ -342,7 +319,6 @@ def refuse_bad_seconds(option: str, seconds: float) -> None:
 def refuse_bad_arch(arch: str | None) -> None:
     """--arch that is not a real GPU arch: one line, exit 2, before anything is probed."""
     from sparkdoctor.arch import real_arch_problem
-    from sparkdoctor.errors import UsageError
 
     problem = real_arch_problem(arch) if arch is not None else None
     if problem:
@@ -351,8 +327,6 @@ def refuse_bad_arch(arch: str | None) -> None:
 
 def parse_sets(values: list[str] | None) -> dict[str, str]:
     """--set key=value (repeatable) into a dict; UsageError on a value without '='."""
-    from sparkdoctor.errors import UsageError
-
     out: dict[str, str] = {}
     for item in values or []:
         key, sep, value = item.partition("=")
