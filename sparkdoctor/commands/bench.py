@@ -244,8 +244,7 @@ def wrong_answers(doc: object) -> str | None:
     from sparkdoctor.bench.correctness import Verdict
     from sparkdoctor.bench.document import ReproduceDocument, RunDocument
 
-    if isinstance(doc, ReproduceDocument):
-        doc = doc.run
+    doc = doc.run if isinstance(doc, ReproduceDocument) else doc
     if isinstance(doc, RunDocument):
         checked = doc.result.correctness or {}
         return "the answers are wrong" if checked.get("verdict") == Verdict.WRONG else None
@@ -264,8 +263,7 @@ def unjudged_answers(doc: object) -> str | None:
     from sparkdoctor.bench.correctness import Verdict
     from sparkdoctor.bench.document import ReproduceDocument, RunDocument
 
-    if isinstance(doc, ReproduceDocument):
-        doc = doc.run
+    doc = doc.run if isinstance(doc, ReproduceDocument) else doc
     if isinstance(doc, RunDocument):
         checked = doc.result.correctness or {}
         verdict = checked.get("verdict")

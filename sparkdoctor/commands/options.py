@@ -3,10 +3,9 @@ metadata: `name: Annotated[type, typer.Option("--name", help=...)] = default`), 
 share: `--format`, the target (`--python`, `--container`, `--container-python`, `--runtime`), `--matrix`,
 `--ledger`, `--arch`, `--output`, `--set`.
 
-The factories below return a typer option with one wording of its help text; a field that needs another wording
-puts its own option after the shared alias (the last one counts). `format_option` also records what was asked for
-(sparkdoctor.emit.REQUESTED), so that a command that fails before it has a result still answers `--format json`
-with a JSON document.
+A field that needs another wording of a shared option's help declares its own typer.Option. `format_option` also
+records what was asked for (sparkdoctor.emit.REQUESTED), so that a command that fails before it has a result still
+answers `--format json` with a JSON document.
 """
 
 from __future__ import annotations
@@ -55,12 +54,7 @@ def _listed(values: list[T] | None) -> list[T]:
     return list(values or [])
 
 
-PYTHON_HELP = "Interpreter (or venv folder) of the target environment. Default: $VIRTUAL_ENV, else this interpreter."
-RUNTIME_HELP = ("Container CLI for --container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, "
-                "else podman).")
 MATRIX_HELP = "Matrix folder or file to use instead of the bundled one."
-LEDGER_HELP = "Ledger file (default: the state folder's ledger.sqlite)."
-ARCH_HELP = "Evaluate as if the target ran on this GPU arch (e.g. sm_121a): for CI builders and image builds with no GB10."
 
 
 def command_of(ctx: Any) -> str:
@@ -119,15 +113,18 @@ def empty_path(option: str) -> Exception:
 
 EMPTY = Parsed(make=_listed, default=None)  # a repeatable option given no value: None on the command line, [] here
 Fmt = Annotated[Format, Parsed(str)]  # the callback of format_option makes the Format: its error names the choices
-Python = Annotated[str | None, typer.Option("--python", help=PYTHON_HELP), NAMES_A_FILE]
+Python = Annotated[str | None, typer.Option("--python", help=(
+    "Interpreter (or venv folder) of the target environment. Default: $VIRTUAL_ENV, else this interpreter.")), NAMES_A_FILE]
 Container = Annotated[str | None, typer.Option("--container", metavar="NAME", help=(
     "A running container (docker or podman) whose serving stack to use; the GPU, driver and health are the host's."))]
 ContainerPython = Annotated[str | None, typer.Option("--container-python", metavar="PATH", help=(
     "The interpreter inside the container (default: the one holding vLLM, else the container's python3)."))]
-Runtime = Annotated[str | None, typer.Option("--runtime", help=RUNTIME_HELP)]
+Runtime = Annotated[str | None, typer.Option("--runtime", help=(
+    "Container CLI for --container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman)."))]
 Matrix = Annotated[Path | None, typer.Option("--matrix", help=MATRIX_HELP)]
-Ledger = Annotated[Path | None, typer.Option("--ledger", help=LEDGER_HELP)]
-Arch = Annotated[str | None, typer.Option("--arch", help=ARCH_HELP)]
+Ledger = Annotated[Path | None, typer.Option("--ledger", help="Ledger file (default: the state folder's ledger.sqlite).")]
+Arch = Annotated[str | None, typer.Option("--arch", help=(
+    "Evaluate as if the target ran on this GPU arch (e.g. sm_121a): for CI builders and image builds with no GB10."))]
 Recipe = Annotated[str, typer.Argument(help="A recipe file (.toml, .yaml) or the name of a shipped recipe."), NAMES_A_FILE]
 Sets = Annotated[list[str], typer.Option("--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
                  EMPTY]
