@@ -51,6 +51,7 @@ def parse_ib_write_bw(text: str) -> WriteBw:
 class Row(TypedDict):
     bytes: int
     busbw_gbs: float | None  # out-of-place
+    algbw_gbs: float | None
     wrong: int | None
 
 
@@ -88,7 +89,7 @@ def parse_all_reduce_perf(text: str) -> AllReduce:
             cols = stripped.split()
             size = _int(cols[0]) if len(cols) >= 9 and cols[0].isdigit() and cols[1].isdigit() else None  # int() refuses "²"
             if size is not None:
-                found.rows.append({"bytes": size, "busbw_gbs": _float(cols[7]),
+                found.rows.append({"bytes": size, "busbw_gbs": _float(cols[7]), "algbw_gbs": _float(cols[6]),
                                    "wrong": _int(cols[8]) if cols[8] != "N/A" else None})
     return found
 
