@@ -166,10 +166,6 @@ def run(options: FixCommand) -> Result[FixDocument]:
         rolled = rollback(lambda record: _journal_target(record, options.chosen), options.journal, _progress, options.timeout,
                           options.dry_run)
         return Result("fix", "fix", RollbackDocument(rolled), exit_code=rolled.exit_code)
-    return _plan_or_apply(options)
-
-
-def _plan_or_apply(options: FixCommand) -> Result[FixDocument]:
     from sparkdoctor.fix.pipeline import held_for_apply
 
     env_file = options.env_file.absolute() if options.env_file else None
