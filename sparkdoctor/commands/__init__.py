@@ -17,36 +17,16 @@ import itertools
 from typing import TYPE_CHECKING, Any
 
 import typer
-from typer.core import (
-    TyperGroup,  # typer vendors click (typer._click): no click import here
-)
+from typer.core import TyperGroup
 
 from sparkdoctor.errors import UsageError
 
-if TYPE_CHECKING:
-    from typer._click.core import (  # the types typer's own classes take (its vendored click)
-        Context,
-        Parameter,
-    )
+if TYPE_CHECKING:  # typer vendors click (typer._click): its types come from there, and click is never imported
+    from typer._click.core import Context, Parameter
 
 # Module names under sparkdoctor.commands, in the order their commands appear in --help.
-VERBS: list[str] = [
-    "check",
-    "matrix",
-    "fix",
-    "bench",
-    "history",
-    "conclusions",
-    "rerun",
-    "audit",
-    "recipe",
-    "report",
-    "explain",
-    "diff",
-    "whatif",
-    "fleet",
-    "mods",
-]
+VERBS: list[str] = ["check", "matrix", "fix", "bench", "history", "conclusions", "rerun", "audit", "recipe", "report",
+                    "explain", "diff", "whatif", "fleet", "mods"]
 
 
 def load_verb(name: str) -> Any:

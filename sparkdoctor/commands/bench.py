@@ -26,7 +26,7 @@ from sparkdoctor.commands.options import (
     refuse_unwritable_output,
     verb,
 )
-from sparkdoctor.errors import UsageError
+from sparkdoctor.errors import AnswersUnchecked, UsageError, WrongAnswers
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.bench import VIEW
 
@@ -207,14 +207,10 @@ def run(options: BenchCommand) -> Result[BenchDocument]:
         result.notes.append(f"bench: {unrecorded} (the A/B above is measured and stored)")
     wrong = wrong_answers(doc)
     if wrong and not options.allow_wrong:
-        from sparkdoctor.errors import WrongAnswers
-
         result.fail(WrongAnswers(f"{wrong} ({kept}; --allow-wrong to exit 0)"))
         result.notes.append(f"bench: {wrong}: exit 1 (--allow-wrong to pass wrong answers)")
     unjudged = None if wrong or options.allow_wrong else unjudged_answers(doc)
     if unjudged:  # a gate with a reference to check the answers by never passes without checking them
-        from sparkdoctor.errors import AnswersUnchecked
-
         against = f"--reference-file {options.reference_file}" if options.reference_file else \
             "the reference being marked (--reference)" if options.reference else "the reference stored for its model"
         result.fail(AnswersUnchecked(f"{unjudged} against {against} ({kept}; --allow-wrong to exit 0)"))
@@ -248,8 +244,7 @@ def wrong_answers(doc: object) -> str | None:
     from sparkdoctor.bench.correctness import Verdict
     from sparkdoctor.bench.document import ReproduceDocument, RunDocument
 
-    if isinstance(doc, ReproduceDocument):
-        doc = doc.run
+    doc = doc.run if isinstance(doc, ReproduceDocument) else doc
     if isinstance(doc, RunDocument):
         checked = doc.result.correctness or {}
         return "the answers are wrong" if checked.get("verdict") == Verdict.WRONG else None
@@ -268,8 +263,7 @@ def unjudged_answers(doc: object) -> str | None:
     from sparkdoctor.bench.correctness import Verdict
     from sparkdoctor.bench.document import ReproduceDocument, RunDocument
 
-    if isinstance(doc, ReproduceDocument):
-        doc = doc.run
+    doc = doc.run if isinstance(doc, ReproduceDocument) else doc
     if isinstance(doc, RunDocument):
         checked = doc.result.correctness or {}
         verdict = checked.get("verdict")

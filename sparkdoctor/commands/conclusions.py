@@ -11,13 +11,7 @@ from typing import Annotated
 
 import typer
 
-from sparkdoctor.commands.options import (
-    Fmt,
-    Ledger,
-    Output,
-    format_option,
-    verb,
-)
+from sparkdoctor.commands.options import Fmt, Ledger, Output, format_option, verb
 from sparkdoctor.conclusions.documents import ConclusionsDocument
 from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result

@@ -28,7 +28,7 @@ from sparkdoctor.commands.options import (
     refuse_unwritable_output,
     verb,
 )
-from sparkdoctor.errors import UsageError
+from sparkdoctor.errors import InputError, UsageError
 from sparkdoctor.fix.documents import FixDocument
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.fix import VIEW
@@ -108,7 +108,6 @@ class FixCommand:
 def refuse_unreadable_env_file(path: Path) -> None:
     """`--env-file` that is not a regular file of 1 MiB at most, not UTF-8 text, or holds a carriage return inside a line
     (fix/envfile.py): one line, exit 2 (docs/inputs.md), before the check runs with it."""
-    from sparkdoctor.errors import InputError
     from sparkdoctor.fix.envfile import INNER_CR_WHY, MAX_ENV_FILE, inner_cr_line
     from sparkdoctor.inputs import read_text
 
@@ -167,10 +166,6 @@ def run(options: FixCommand) -> Result[FixDocument]:
         rolled = rollback(lambda record: _journal_target(record, options.chosen), options.journal, _progress, options.timeout,
                           options.dry_run)
         return Result("fix", "fix", RollbackDocument(rolled), exit_code=rolled.exit_code)
-    return _plan_or_apply(options)
-
-
-def _plan_or_apply(options: FixCommand) -> Result[FixDocument]:
     from sparkdoctor.fix.pipeline import held_for_apply
 
     env_file = options.env_file.absolute() if options.env_file else None

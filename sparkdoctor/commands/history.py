@@ -55,7 +55,8 @@ class HistoryCommand:
     def refuse_bad_options(self) -> None:
         """Every usage error of `history`, before the ledger is opened (exit 2, one line)."""
         Format.parse(self.fmt, FORMATS)
-        for name, number in (("RUN_ID", self.run_id), ("--limit", self.limit), *(("--compare", c) for c in self.compare)):
+        for name, number in (("RUN_ID", self.run_id), ("--limit", self.limit), ("--delete", self.delete),
+                             *(("--compare", c) for c in self.compare)):
             if number is not None and not 0 < number < 2**63:  # what the ledger's integers hold
                 raise UsageError(f"{name} {str(number)[:40]}: a number from 1 to {2**63 - 1}")
         if self.recipe is not None and not self.recipe.isprintable():  # a byte that is not UTF-8 comes as a surrogate
@@ -80,11 +81,9 @@ class HistoryCommand:
             raise UsageError("--import FILE stores one kept run: no RUN_ID, --compare or --html with it")
         if self.yes and self.delete is None:
             raise UsageError("--yes goes with --delete RUN_ID: `sparkdoctor history --delete RUN_ID --yes`")
-        if self.delete is not None:
-            if not 0 < self.delete < 2**63:
-                raise UsageError(f"--delete {str(self.delete)[:40]}: a number from 1 to {2**63 - 1}")
-            if self.run_id is not None or self.compare or self.html is not None or self.import_file is not None:
-                raise UsageError("--delete RUN_ID removes one run: no RUN_ID, --compare, --html or --import with it")
+        if self.delete is not None and (self.run_id is not None or self.compare or self.html is not None
+                                        or self.import_file is not None):
+            raise UsageError("--delete RUN_ID removes one run: no RUN_ID, --compare, --html or --import with it")
 
 
 def run(options: HistoryCommand) -> Result[HistoryDocument]:

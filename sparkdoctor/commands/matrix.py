@@ -12,12 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sparkdoctor.commands.options import (
-    Fmt,
-    Parsed,
-    format_option,
-    verb,
-)
+from sparkdoctor.commands.options import Fmt, Parsed, format_option, verb
 from sparkdoctor.errors import UsageError
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
 from sparkdoctor.matrix import Entry, Matrix, Stack, load

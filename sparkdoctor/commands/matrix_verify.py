@@ -11,12 +11,7 @@ from typing import Annotated
 
 import typer
 
-from sparkdoctor.commands.options import (
-    Fmt,
-    Output,
-    format_option,
-    output_option,
-)
+from sparkdoctor.commands.options import Fmt, Output, format_option, output_option
 from sparkdoctor.errors import UsageError, VerifyIncomplete
 from sparkdoctor.exitcodes import EXIT_VERIFY_ERROR
 from sparkdoctor.result import Format, Result

@@ -3,10 +3,9 @@ metadata: `name: Annotated[type, typer.Option("--name", help=...)] = default`), 
 share: `--format`, the target (`--python`, `--container`, `--container-python`, `--runtime`), `--matrix`,
 `--ledger`, `--arch`, `--output`, `--set`.
 
-The factories below return a typer option with one wording of its help text; a field that needs another wording
-puts its own option after the shared alias (the last one counts). `format_option` also records what was asked for
-(sparkdoctor.emit.REQUESTED), so that a command that fails before it has a result still answers `--format json`
-with a JSON document.
+A field that needs another wording of a shared option's help declares its own typer.Option. `format_option` also
+records what was asked for (sparkdoctor.emit.REQUESTED), so that a command that fails before it has a result still
+answers `--format json` with a JSON document.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import os
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +23,7 @@ from typing import Annotated, Any, Protocol, TypeVar
 import typer
 from typer.models import ParameterInfo
 
+from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result
 
 T = TypeVar("T")
@@ -53,12 +54,7 @@ def _listed(values: list[T] | None) -> list[T]:
     return list(values or [])
 
 
-PYTHON_HELP = "Interpreter (or venv folder) of the target environment. Default: $VIRTUAL_ENV, else this interpreter."
-RUNTIME_HELP = ("Container CLI for --container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, "
-                "else podman).")
 MATRIX_HELP = "Matrix folder or file to use instead of the bundled one."
-LEDGER_HELP = "Ledger file (default: the state folder's ledger.sqlite)."
-ARCH_HELP = "Evaluate as if the target ran on this GPU arch (e.g. sm_121a): for CI builders and image builds with no GB10."
 
 
 def command_of(ctx: Any) -> str:
@@ -91,7 +87,6 @@ def output_path(option: str, name: str | None, dash_is_stdout: bool = False) -> 
     """The file `--output NAME` (or `--save-facts NAME`) names, refused in one line (exit 2) when it cannot become
     a regular file, before any work starts. `-` is stdout where the option replaces stdout (`dash_is_stdout`: None,
     as when it is left out); where it writes a file besides stdout's document it is refused: never a file named `-`."""
-    from sparkdoctor.errors import UsageError
     from sparkdoctor.files import OutputError, target_of
 
     if name is None or (name == "-" and dash_is_stdout):
@@ -113,22 +108,23 @@ def output_path(option: str, name: str | None, dash_is_stdout: bool = False) -> 
 
 def empty_path(option: str) -> Exception:
     """The one line (exit 2) for '' where a path is taken: typer reads it as Path('.'), the working folder."""
-    from sparkdoctor.errors import UsageError
-
     return UsageError(f"{option} '': an empty path (it would name the working folder); give a file or folder")
 
 
 EMPTY = Parsed(make=_listed, default=None)  # a repeatable option given no value: None on the command line, [] here
 Fmt = Annotated[Format, Parsed(str)]  # the callback of format_option makes the Format: its error names the choices
-Python = Annotated[str | None, typer.Option("--python", help=PYTHON_HELP), NAMES_A_FILE]
+Python = Annotated[str | None, typer.Option("--python", help=(
+    "Interpreter (or venv folder) of the target environment. Default: $VIRTUAL_ENV, else this interpreter.")), NAMES_A_FILE]
 Container = Annotated[str | None, typer.Option("--container", metavar="NAME", help=(
     "A running container (docker or podman) whose serving stack to use; the GPU, driver and health are the host's."))]
 ContainerPython = Annotated[str | None, typer.Option("--container-python", metavar="PATH", help=(
     "The interpreter inside the container (default: the one holding vLLM, else the container's python3)."))]
-Runtime = Annotated[str | None, typer.Option("--runtime", help=RUNTIME_HELP)]
+Runtime = Annotated[str | None, typer.Option("--runtime", help=(
+    "Container CLI for --container: docker or podman (default: $SPARKDOCTOR_CONTAINER_RUNTIME, else docker, else podman)."))]
 Matrix = Annotated[Path | None, typer.Option("--matrix", help=MATRIX_HELP)]
-Ledger = Annotated[Path | None, typer.Option("--ledger", help=LEDGER_HELP)]
-Arch = Annotated[str | None, typer.Option("--arch", help=ARCH_HELP)]
+Ledger = Annotated[Path | None, typer.Option("--ledger", help="Ledger file (default: the state folder's ledger.sqlite).")]
+Arch = Annotated[str | None, typer.Option("--arch", help=(
+    "Evaluate as if the target ran on this GPU arch (e.g. sm_121a): for CI builders and image builds with no GB10."))]
 Recipe = Annotated[str, typer.Argument(help="A recipe file (.toml, .yaml) or the name of a shipped recipe."), NAMES_A_FILE]
 Sets = Annotated[list[str], typer.Option("--set", help="Override a parameter: key=value, or env.NAME=value (repeatable)."),
                  EMPTY]
@@ -213,8 +209,6 @@ def verb(options: type[E], run: Callable[[E], Result[object]], help: str, say_er
 
 def refuse_bad_constraints(paths: list[Path]) -> None:
     """--constraints FILE (check, fix): each a regular file; a FIFO, device or folder is one line, never read."""
-    from sparkdoctor.errors import UsageError
-
     for c in paths:
         if not c.is_file():
             why = "not a regular file (a device, FIFO, socket or folder); sparkdoctor reads only regular files here"
@@ -227,9 +221,6 @@ def refuse_unwritable_output(output: Path | None, flag: str = "--output") -> Non
     rollback and its undo command, bench's and rerun's measurements, whatif's dry run; `--export` too). The file is judged as files.write_text judges it (a regular file or a new
     name, never a folder, FIFO or device); its folder must exist and take a new file (the write is atomic: a
     temporary file beside it, then a rename)."""
-    import os
-
-    from sparkdoctor.errors import UsageError
     from sparkdoctor.files import OutputError, target_of
 
     if output is None:
@@ -251,41 +242,30 @@ def refuse_unwritable_output(output: Path | None, flag: str = "--output") -> Non
 def refuse_writing_over_the_ledger(output: Path | None, ledger: Path | None, flag: str = "--output") -> None:
     """`-o FILE` (or `--html FILE`) that is the ledger the command reads or writes (a link to it, or its -wal, -shm or
     -journal file): the document would replace every stored run. One line, exit 2, before anything is read."""
-    import os
-
-    from sparkdoctor.errors import UsageError
     from sparkdoctor.ledger import default_path
 
     if output is None:
         return
     led = ledger or default_path()
     for suffix in ("", "-wal", "-shm", "-journal"):
-        names = {f"{led}{suffix}", f"{os.path.realpath(led)}{suffix}"}
-        try:
-            same = any(os.path.realpath(output) == os.path.realpath(n) or (os.path.exists(n) and os.path.samefile(output, n))
-                       for n in names)
-        except OSError:  # output does not exist yet: the names decided
-            same = False
-        if same:
+        if any(_same_file(output, n) for n in {f"{led}{suffix}", f"{os.path.realpath(led)}{suffix}"}):
             what = f"its {suffix[1:]} file" if suffix else "the ledger itself"
             raise UsageError(f"{flag} {output}: is {what} ({led}); the document would replace the ledger: write it elsewhere")
+
+
+def _same_file(output: Path, name: str | Path) -> bool:
+    """One name for the same file, or two links to it; where either does not exist, the names decide."""
+    try:
+        return os.path.realpath(output) == os.path.realpath(name) or os.path.samefile(output, name)
+    except OSError:
+        return False
 
 
 def refuse_writing_over_an_input(output: Path | None, inputs: dict[str, Path | None]) -> None:
     """`-o FILE` that is a file the command reads (`diff A B -o A`): the document would replace the snapshot it was
     made from. One line, exit 2, before anything is read."""
-    import os
-
-    from sparkdoctor.errors import UsageError
-
     for option, name in inputs.items():
-        if output is None or name is None:
-            continue
-        try:
-            same = os.path.realpath(output) == os.path.realpath(name) or os.path.samefile(output, name)
-        except OSError:  # either does not exist: the names decided
-            same = False
-        if same:
+        if output is not None and name is not None and _same_file(output, name):
             raise UsageError(f"--output {output}: is {option} {name}; the document would replace it: write it elsewhere")
 
 
@@ -298,10 +278,6 @@ def refuse_writing_over_what_it_reads(parsed: object) -> None:
     recipe, a mod, a link to one of them): the document would replace what the command reads. Only an existing file
     can be lost, so only one counts; a str field counts only when marked NAMES_A_FILE (else it is text). One line,
     exit 2, before anything is read."""
-    import os
-
-    from sparkdoctor.errors import UsageError
-
     output = getattr(parsed, "output", None)
     if output is None or not dataclasses.is_dataclass(parsed) or not os.path.isfile(output):
         return
@@ -333,8 +309,6 @@ def _label(field_name: str, hint: object) -> str:
 
 def refuse_bad_seconds(option: str, seconds: float) -> None:
     """A time limit that is not a finite number above 0 (nan: a wait that never ends): one line, exit 2."""
-    from sparkdoctor.errors import UsageError
-
     if not (math.isfinite(seconds) and seconds > 0):
         raise UsageError(f"{option} {seconds}: give a number of seconds above 0")
 
@@ -342,7 +316,6 @@ def refuse_bad_seconds(option: str, seconds: float) -> None:
 def refuse_bad_arch(arch: str | None) -> None:
     """--arch that is not a real GPU arch: one line, exit 2, before anything is probed."""
     from sparkdoctor.arch import real_arch_problem
-    from sparkdoctor.errors import UsageError
 
     problem = real_arch_problem(arch) if arch is not None else None
     if problem:
@@ -351,8 +324,6 @@ def refuse_bad_arch(arch: str | None) -> None:
 
 def parse_sets(values: list[str] | None) -> dict[str, str]:
     """--set key=value (repeatable) into a dict; UsageError on a value without '='."""
-    from sparkdoctor.errors import UsageError
-
     out: dict[str, str] = {}
     for item in values or []:
         key, sep, value = item.partition("=")

@@ -31,7 +31,7 @@ from sparkdoctor.commands.options import (
     refuse_writing_over_an_input,
     verb,
 )
-from sparkdoctor.errors import UsageError
+from sparkdoctor.errors import TargetUnprobeable, UsageError
 from sparkdoctor.report.posted import BugReport
 from sparkdoctor.result import Format, Result
 from sparkdoctor.views.bug_report import VIEW
@@ -69,7 +69,6 @@ class ReportCommand:
 def run(options: ReportCommand) -> Result[BugReport]:
     """The report in `options.fmt`; when it is too long to paste, the whole report is written beside it first (the
     Result's note says where). Exit 3 (the report still made) when the target's packages could not be read."""
-    from sparkdoctor.errors import TargetUnprobeable
     from sparkdoctor.fit import attachment_name
 
     options.refuse_bad_options()

@@ -131,7 +131,6 @@ class FleetResult:
 def run(options: FleetOptions) -> FleetResult:
     """Probe every node in parallel (each within options.node_timeout), judge, compare. FleetError when
     the fleet itself cannot be reached; a node that cannot be is an outcome, never an exception."""
-
     matrix = load(options.matrix_path)  # MatrixError: the caller's one line
     started = time.monotonic()
     transport, nodes = _connect(options)
@@ -165,7 +164,6 @@ def judge(named: list[tuple[str, Facts]], matrix: Matrix, options: FleetOptions,
           ) -> tuple[dict[str, Report], list[Drift], list[str], fabric.Topology, list[fabric.FabricFinding]]:
     """(reports, drifts, notes, topology, fabric findings) of the nodes that answered: the
     N-way comparison and the fabric rules fill each node's Facts.fleet, then the matrix judges each node."""
-
     drifts = compare_nodes(named)
     lonely = unpaired_links(named) if len(named) > 1 else {}
     risky = [d.label for d in drifts if d.verdict == "risky"]
@@ -259,7 +257,6 @@ def _reachable(address: str) -> None:
     """A GCS address that refuses or never answers a TCP connection: one line now, instead of ray.init waiting
     minutes and printing its retries; a port that is no port is a usage error. ("auto" and ray:// addresses are
     left to Ray.)"""
-
     if not RAY_ADDRESS_RE.match(address) or ("://" not in address and ":" not in address
                                              and address not in ("auto", "local")):  # a host with no port: Ray refuses it
         raise FleetError(f"--ray {one_line(address[:80])}: not a Ray address (host:port, auto, or ray://host:port)", EXIT_USAGE)

@@ -130,11 +130,11 @@ def _name(dev: Device, port: Port) -> str:
     return f"{dev.get('device')} port {port.get('port')} ({port.get('netdev') or 'no netdev'})"
 
 
-def check_hca(node: str, fab: Fabric, topo: Topology | None = None) -> list[FabricFinding]:
+def check_hca(node: str, fab: Fabric, topo: Topology) -> list[FabricFinding]:
     value, setting = _setting(fab, "NCCL_IB_HCA")
     if value is None:
         return []  # NCCL uses every device
-    lan = lan_only(fab, topo) if topo is not None else set()
+    lan = lan_only(fab, topo)
     up = [(d, p) for d, p in _up_roce(fab) if str(p.get("netdev")) not in lan]  # a LAN port left out is meant
     missing = [(d, p) for d, p in up if not hca_named(value, str(d.get("device")), p.get("port"))]
     if len(missing) == len(up) and up:

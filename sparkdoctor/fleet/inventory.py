@@ -160,7 +160,6 @@ def sparkrun_cluster(name: str) -> Path:
 
 def sparkrun_hosts(path: Path) -> list[str]:
     """A sparkrun cluster definition's hosts, each user@host when it names a user."""
-
     try:
         data, _ = read_yaml(path)
     except RecipeError as exc:  # its line names the file already

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -73,24 +73,14 @@ class Measurement:
         return {**asdict(self), "slow": self.slow()}
 
 
-def _absent(result: proc.ProcResult, tools: tuple[str, ...]) -> bool:
-    """The tool itself is not installed: the run failed, and the shell said so (exit 127), or the command could
-    not start for a missing file, or the message names one of `tools` as not found. A login shell's unrelated
-    "bash: conda: command not found" on a run that succeeded or failed otherwise is not absence."""
-    if result.ok:
-        return False
-    if result.returncode == 127:
-        return True
-    start = result.start_error or ""
-    if "No such file" in start or "FileNotFoundError" in start or "not found" in start:
-        return True
-    text = f"{start}\n{result.stderr or ''}"
-    return any(re.search(rf"(?<![\w.-]){re.escape(tool)}: (command not found|not found|No such file)|"
-                         rf"command not found: {re.escape(tool)}\b", text) for tool in tools)
+def _not_found(text: str, tools: Iterable[str]) -> str | None:
+    """The first of `tools` that `text` says a shell could not find, or None."""
+    names = "|".join(map(re.escape, tools))
+    found = re.search(rf"(?<![\w.-])({names}): (command not found|not found|No such file)|command not found: ({names})\b",
+                      text)
+    return (found.group(1) or found.group(3)) if found else None
 
 
-_NOT_THERE = re.compile(r"(?<![\w.-])(timeout|setsid): (command not found|not found|No such file)|"
-                       r"command not found: (timeout|setsid)\b")
 _PACKAGE = {"timeout": "coreutils", "setsid": "util-linux"}
 _UNRESOLVED = re.compile(r"Could not resolve hostname ([^\s:]+)[^\n]*")
 _BANNER = re.compile(r"^[-=*\s]*$")
@@ -119,16 +109,21 @@ def _bounded(transport: Transport, node: Node, argv: list[str], seconds: float) 
 
 
 def _missing(result: proc.ProcResult, tools: tuple[str, ...], absent: str, node: str) -> str | None:
-    """Why nothing was measured on `node` because something is not installed there (`absent`: the tools), or None."""
+    """Why nothing was measured on `node` because something is not installed there, or None: `timeout` or `setsid`,
+    or one of `tools` (then `absent`): the shell said so (exit 127), or the command could not start for a missing
+    file, or the message names one of `tools` as not found. A login shell's unrelated "bash: conda: command not
+    found" on a run that succeeded or failed otherwise is not absence."""
     if result.ok:
         return None
-    found = _NOT_THERE.search(result.stderr or "") if result.returncode == 127 else None
-    name = "setsid" if result.start_error and result.argv[:1] == ["setsid"] else (
-        (found.group(1) or found.group(3)) if found else None)
+    start = result.start_error or ""
+    name = "setsid" if start and result.argv[:1] == ["setsid"] else (
+        _not_found(result.stderr or "", _PACKAGE) if result.returncode == 127 else None)
     if name:
         return (f"`{name}` ({_PACKAGE[name]}) is not installed on {node}: nothing is started there that could outlive "
                 f"the measurement (install {_PACKAGE[name]})")
-    return absent if _absent(result, tools) else None
+    if result.returncode == 127 or any(said in start for said in ("No such file", "FileNotFoundError", "not found")):
+        return absent
+    return absent if _not_found(f"{start}\n{result.stderr or ''}", tools) else None
 
 
 def _failure(result: proc.ProcResult, name: str, limit: int, node: str) -> str:

@@ -95,7 +95,6 @@ class NodeOutcome:
 
 def collect_node(transport: Transport, node: Node, timeout: float, arch: str | None = None) -> NodeOutcome:
     """Probe one node within `timeout` seconds; never raises."""
-
     started = time.monotonic()
     deadline = started + timeout
     target = RemoteTarget(transport, node, deadline)
@@ -179,7 +178,6 @@ def _container(transport: Transport, node: Node, deadline: float) -> dict[str, o
     """The image of the container a node serves from, read with the node's own container CLI (over ssh, or as
     a Ray task pinned to the node), in the shape `check --container` records: its content fingerprint (over
     the config digest, the layer digests and the platform) is what nodes must share."""
-
     cli = [node.runtime]
 
     def on_node(argv: list[str], limit: float) -> proc.ProcResult:  # the node's limit: a Ray worker or an ssh login takes a while

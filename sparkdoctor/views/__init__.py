@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from sparkdoctor.errors import UsageError
 from sparkdoctor.result import Format, Result, with_header
 from sparkdoctor.sink import Sink
 
@@ -55,8 +56,6 @@ def render(result: Result[object], fmt: Format, sink: Sink) -> str:
     """The whole document, ready to write."""
     view = view_of(result.data)
     if view is None or fmt not in view.draw:
-        from sparkdoctor.errors import UsageError
-
         allowed = ", ".join(f.value for f in (view.formats if view else ()))
         raise UsageError(f"--format {fmt.value}: `{result.command}` writes {allowed or 'no document'}")
     rendered = view.draw[fmt](result, sink)

@@ -32,10 +32,10 @@ def grid(rows: Iterable[Sequence[Text | str]], gap: int = 2) -> Table:
     return table
 
 
-def hanging(console: Console, label: Text | str, *texts: Text | str, gap: int = 2) -> None:
+def hanging(console: Console, label: Text | str, *texts: Text | str) -> None:
     """One item: `label`, then its first text beside it and each further text on lines of their own, all wrapped
     under the first text's column."""
-    console.print(grid([(label, texts[0]), *(("", text) for text in texts[1:])], gap=gap))
+    console.print(grid([(label, texts[0]), *(("", text) for text in texts[1:])]))
 
 
 def _label(line: str, width: int) -> str:

@@ -160,7 +160,6 @@ def _file_checks(e: Entry) -> Text | None:
     """The `files` tables as what is read: the package, its versions by role, each check."""
     if not e.files:
         return None
-
     try:
         tables = parse_files_tables(e.files, e.id)
     except MatrixError:  # an Entry made by hand; the loader never lets one through

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from sparkdoctor.describe import FACT_CHARS, clip
 from sparkdoctor.text import shown
+from sparkdoctor.views.fitted import grid
 
 # What the report itself writes outside ASCII, and how to say it in ASCII.
 ASCII_SPELLING = {
@@ -98,12 +99,7 @@ def labelled(rows: list[tuple[str, object]], ink: Ink, label_width: int | None =
 
 def pairs(rows: list[tuple[Text, Text]]) -> Table:
     """Two columns; the second wraps under itself, not under the first."""
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True)
-    grid.add_column(overflow="fold")
-    for left, right in rows:
-        grid.add_row(left, right)
-    return grid
+    return grid(rows, gap=1)
 
 
 def section(console: Console, title: str, count: int | None = None) -> None:
