@@ -117,3 +117,15 @@ def test_text_pasted_at_a_terminal_is_read_after_a_prompt(monkeypatch, capsys):
     assert result.exit_code == 0 and [m.entry.id for m in result.data.matches] == ["vllm-mamba-align-mnbt"]
     assert capsys.readouterr().err == (
         "sparkdoctor explain: paste the error text, then Ctrl-D on a line of its own (Ctrl-C stops)\n")
+
+
+def test_an_error_line_given_as_the_argument_is_the_text(tmp_path):
+    # `sparkdoctor explain "AssertionError: ..."` said "cannot read: No such file or directory": the help promised
+    # pasted error text, and the argument was only ever a file's name
+    line = (ROOT / "tests" / "data" / "explain" / "mamba-align-assert.log").read_text().splitlines()[3]
+    for text in (line, line * 20, f"/etc/hostname/{line}"):  # no such file; a name too long; a file as a folder
+        p = explain(text, "-f", "json")
+        assert p.returncode == 0 and '"source": "the text given"' in p.stdout, p.stderr
+        assert '"id": "vllm-mamba-align-mnbt"' in p.stdout
+    missing = explain(tmp_path / "server.log")  # a name with no space is a file that is not there, as before
+    assert missing.returncode == 2 and missing.stderr.endswith("server.log: cannot read: No such file or directory\n")

@@ -10,6 +10,8 @@ evidence.
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +40,7 @@ _TOO_BIG = f"more than {MAX_BYTES // (1024 * 1024)} MiB; pass the part of the lo
 
 @dataclass
 class ExplainCommand:
-    source: Annotated[str, typer.Argument(metavar="[FILE|-]", help="A log or pasted error text; '-' (default) reads stdin."), NAMES_A_FILE] = "-"
+    source: Annotated[str, typer.Argument(metavar="[FILE|-]", help="A log, or '-' (default) for stdin; an argument with a space that names no file is the error text itself."), NAMES_A_FILE] = "-"
     matrix: Annotated[Path | None, typer.Option("--matrix", help="Matrix folder or file (default: bundled).")] = None
     fmt: Annotated[Fmt, format_option(*FORMATS)] = Format.console
     output: Output = None
@@ -88,6 +90,9 @@ def read_text(source: str) -> tuple[str, str]:
         except TooBig:
             raise InputError(f"{path}: {_TOO_BIG}") from None
         except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG) and any(c.isspace() for c in source):
+                # `explain "RuntimeError: CUDA error: ..."`: the error line itself, not a file's name
+                return _decoded(os.fsencode(source), "the text given")
             raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
         label = str(path)
     return _decoded(data, label)
