@@ -61,3 +61,34 @@ def test_a_write_under_the_roots_that_fails_otherwise_is_a_file_error(tmp_path, 
     with pytest.raises(FileError) as err:
         files.import_files([(src, str(tmp_path / "a-file" / "under"), None)], roots=[str(tmp_path)])
     assert not isinstance(err.value, LinkRefused) and "cannot write" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("kind", ["local", "container"])
+def test_a_removal_under_the_roots_follows_no_link_and_prunes_by_fd(tmp_path, container, kind):  # noqa: F811
+    """A rollback's removals (the files an offline reinstall added, a file the apply created) went by path: a folder
+    on the way linked out of the venv made it unlink a file of the same name elsewhere."""
+    from sparkdoctor.targets import fileops
+
+    files = transports(container)[kind]
+    root, outside = tmp_path / "venv", tmp_path / "outside"
+    for folder in (root / "lib" / "pkg" / "__pycache__", root / "lib" / "keep", outside / "pkg"):
+        folder.mkdir(parents=True)
+    (root / "lib64").symlink_to("lib")  # a venv's own link: removals through it land inside the root, and go
+    (root / "lib" / "pkg" / "REQUESTED").write_bytes(b"")
+    (root / "lib" / "pkg" / "__pycache__" / "m.cpython-311.pyc").write_bytes(b"")
+    (root / "lib" / "keep" / "a.py").write_bytes(b"")
+    (outside / "pkg" / "REQUESTED").write_bytes(b"outside\n")
+    assert files.remove([str(root / "lib64" / "pkg" / "REQUESTED"), str(root / "lib" / "keep" / "gone.py")],
+                        prune=True, roots=[str(root)]) == 1
+    assert not (root / "lib" / "pkg").exists() and (root / "lib" / "keep" / "a.py").exists()  # pruned, by fd
+
+    (root / "lib" / "pkg").symlink_to(outside / "pkg")  # linked out before the removal resolves its folder
+    with pytest.raises(LinkRefused) as err:
+        files.remove([str(root / "lib" / "pkg" / "REQUESTED")], prune=True, roots=[str(root)])
+    assert f"{outside}/pkg/REQUESTED: not removed: it lies outside {root}, and this removal follows no link" \
+        in str(err.value), err.value
+    with pytest.raises(fileops.LinkError) as walked:  # linked out after it resolved: the walk from the root meets it
+        fileops._at([str(root)], str(root / "lib" / "pkg" / "REQUESTED"), fileops._unlink)
+    assert f"not removed: {root}/lib/pkg is a symbolic link, and this removal follows no link" in str(walked.value)
+    assert (outside / "pkg" / "REQUESTED").read_bytes() == b"outside\n"
+    assert files.remove([str(outside / "pkg" / "REQUESTED")]) == 1  # without roots (apply's removals), as before

@@ -161,6 +161,11 @@ class Restorer:
         key = (lambda p: p) if side is None else (lambda p: f"{side}:{p}")
         files.import_files([(src, lands.get(key(p), p), mode) for src, p, mode in items], roots if side is None else ["/"])
 
+    def _remove(self, files: FileTransport, paths: list[str], side: str | None = None, prune: bool = False) -> None:
+        """remove, through no link when the writes were pinned (pin_writes), as _write writes."""
+        roots = None if self.contained is None else self.contained[0] if side is None else ["/"]
+        files.remove(paths, prune=prune, roots=roots)
+
     # ---- the packages ---------------------------------------------------------------------------------
     def restore_packages(self) -> None:
         """Every touched dist back as it was (once: a second call finds it done)."""
@@ -203,7 +208,7 @@ class Restorer:
             old = {r["path"] for r in self.data["dist_files"].get(name, [])}
             dist = now.get(name)
             extra += [str(p) for p in (dist.paths() if dist else []) if str(p) not in old]
-        self.sides["target"].remove(extra, prune=True)
+        self._remove(self.sides["target"], extra, prune=True)
 
     # ---- one edited file ------------------------------------------------------------------------------
     def restore_file(self, path: str, side: str) -> None:
@@ -215,7 +220,7 @@ class Restorer:
             if r["existed"] and now != r["sha256"]:
                 self._write(files, [(self.journal.path / r["copy"], path, r.get("mode"))], side)
             elif not r["existed"] and now is not None:
-                files.remove([path])
+                self._remove(files, [path], side)
 
 
 def verify_rolled_back(target: Target, journal: jr.Journal, sides: dict[str, FileTransport],

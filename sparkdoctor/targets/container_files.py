@@ -117,8 +117,9 @@ class ContainerFiles:
     def write(self, path, data, mode=None):
         self._call({"op": "write", "path": path, "data": base64.b64encode(data).decode("ascii"), "mode": mode})
 
-    def remove(self, paths, prune=False):
-        return self._call({"op": "remove", "paths": list(paths), "prune": prune})["removed"] if paths else 0
+    def remove(self, paths, prune=False, roots=None):
+        request = {"op": "remove", "paths": list(paths), "prune": prune, **({} if roots is None else {"roots": roots})}
+        return self._call(request)["removed"] if paths else 0
 
     def listdir(self, path):
         return self._call({"op": "list", "path": path})["names"]

@@ -7,9 +7,9 @@ As a script it reads one JSON request line on stdin and answers one JSON line on
 two bulk operations that move raw bytes without base64: `export` writes a tar stream of the named
 files on stdout, and `import` reads a tar stream on stdin whose first member (`.request.json`) says
 where every other member goes. Every write is atomic (temp + fsync + rename, the mode kept), so a
-file in the target is always either its old bytes or its new ones. A rollback's writes (write_under) also follow no
-link: each folder is opened from a root down with O_NOFOLLOW, the file made and renamed by the folder's fd, so a link
-planted while it runs is refused, not written through. Errors are one line.
+file in the target is always either its old bytes or its new ones. A rollback's writes (write_under) and removals
+(remove with roots) also follow no link: each folder is opened from a root down with O_NOFOLLOW, the file made,
+renamed or unlinked by the folder's fd, so a link planted while it runs is refused, not followed. Errors are one line.
 """
 
 import base64
@@ -133,28 +133,39 @@ def _fill(fd, data, old, mode):
         os.fsync(fh.fileno())
 
 
-def _refused(path, why):
-    return LinkError("%s: not written: %s, and this write follows no link" % (path, why))
+def _refused(path, why, act=("written", "write")):
+    return LinkError("%s: not %s: %s, and this %s follows no link" % (path, act[0], why, act[1]))
 
 
-def _folder_fd(root, parts, path):
+def _under(roots, path, act=("written", "write")):
+    """The deepest of `roots` that `path` lies under, and the parts of the path below it."""
+    root = max((r for r in roots if path.startswith(r.rstrip("/") + "/")), key=len, default=None)
+    if root is None:
+        raise _refused(path, "it lies outside %s" % ", ".join(roots), act)
+    return root, path[len(root.rstrip("/")) + 1:].split("/")
+
+
+def _folder_fd(root, parts, path, make=True, act=("written", "write")):
     """An fd of root/parts...: root opened as it is, each part below it with O_NOFOLLOW | O_DIRECTORY from the fd of
-    the one before (a missing folder is made there), so no link on the way is followed, whenever it was planted."""
+    the one before (a missing folder is made there when `make`), so no link on the way is followed, whenever it was
+    planted."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for i, part in enumerate(parts):
             if part in ("", ".", ".."):
-                raise _refused(path, "its path is not normal")
+                raise _refused(path, "its path is not normal", act)
             flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
             try:
                 nxt = os.open(part, flags, dir_fd=fd)
             except FileNotFoundError:
+                if not make:
+                    raise
                 with contextlib.suppress(FileExistsError):  # made meanwhile: opened as any other
                     os.mkdir(part, 0o777, dir_fd=fd)
                 nxt = os.open(part, flags, dir_fd=fd)
             except OSError:
                 if stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode):
-                    raise _refused(path, "%s is a symbolic link" % os.path.join(root, *parts[:i + 1]))
+                    raise _refused(path, "%s is a symbolic link" % os.path.join(root, *parts[:i + 1]), act)
                 raise
             os.close(fd)
             fd = nxt
@@ -169,10 +180,7 @@ def write_under(roots, path, data, mode=None):
     deepest root the path lies under (_folder_fd), the file made under a temporary name in that folder's fd (O_EXCL |
     O_NOFOLLOW), its owner and mode set by fd, then renamed over the old one by fd. A link on the way, or in the file's
     place, is refused (LinkError), whenever it was planted: nothing is written through it."""
-    root = max((r for r in roots if path.startswith(r.rstrip("/") + "/")), key=len, default=None)
-    if root is None:
-        raise _refused(path, "it lies outside %s" % ", ".join(roots))
-    parts = path[len(root.rstrip("/")) + 1:].split("/")
+    root, parts = _under(roots, path)
     name, tmp, dfd = parts[-1], None, None
     try:
         dfd = _folder_fd(root, parts[:-1], path)
@@ -214,35 +222,74 @@ def fsync_dir(folder):
     os.close(fd)
 
 
-def remove(paths, prune=False):
+def remove(paths, prune=False, roots=None):
     """Unlink the files (a missing one is fine); with prune, then drop their folders that are left
     empty but for a __pycache__ of .pyc files. A folder that keeps anything else keeps its __pycache__
     too: those .pyc files belong to the modules still there (site-packages/__pycache__ holds every
-    top-level module's). Returns how many files went."""
+    top-level module's). Returns how many files went. With `roots` (a rollback's), each path's folder is resolved
+    (a venv's lib64 -> lib), then opened from its root down through no link (_folder_fd): a link planted on the way,
+    before or after the resolving, is refused (LinkError), nothing removed through it."""
     gone, folders = 0, set()
     for path in paths:
+        if roots is not None:
+            path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
         try:
-            if os.path.isfile(path) or os.path.islink(path):
-                os.unlink(path)
-                gone += 1
+            gone += _unlink(path, None) if roots is None else _at(roots, path, _unlink)
+        except LinkError:
+            raise
         except OSError as exc:
             raise OpError("%s: cannot remove: %s" % (path, _why(exc)))
         folders.add(os.path.dirname(path))
-    if prune:
-        for folder in sorted(folders, key=lambda f: f.count(os.sep), reverse=True):
-            _prune(folder)
+    for folder in sorted(folders, key=lambda f: f.count(os.sep), reverse=True) if prune else ():
+        with contextlib.suppress(OSError):
+            _prune(folder, None) if roots is None else _at(roots, folder, _prune)
     return gone
 
 
-def _prune(folder):
-    with contextlib.suppress(OSError):
-        names = os.listdir(folder)
-        cache = os.path.join(folder, "__pycache__")
-        if names != ["__pycache__"] and names:
+def _at(roots, path, fn):
+    """fn(name, fd of its folder), the folder opened from its root through no link; 0 where the folder is gone."""
+    root, parts = _under(roots, path, ("removed", "removal"))
+    try:
+        dfd = _folder_fd(root, parts[:-1], path, make=False, act=("removed", "removal"))
+    except FileNotFoundError:
+        return 0
+    try:
+        return fn(parts[-1], dfd)
+    finally:
+        os.close(dfd)
+
+
+def _unlink(name, dfd):
+    try:
+        if stat.S_ISDIR(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode):
+            return 0
+    except FileNotFoundError:
+        return 0
+    os.unlink(name, dir_fd=dfd)
+    return 1
+
+
+def _prune(folder, dfd, flags=os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC):
+    """Drop `folder` (a name in the folder of fd `dfd`, or a path) if it holds nothing but a __pycache__ of .pyc."""
+    fd = os.open(folder, flags, dir_fd=dfd)
+    try:
+        names = os.listdir(fd)
+        if names not in ([], ["__pycache__"]):
             return
-        if names and os.path.isdir(cache) and all(n.endswith(".pyc") for n in os.listdir(cache)):
-            shutil.rmtree(cache)
-        os.rmdir(folder)  # only if now empty
+        if names:
+            cache = os.open("__pycache__", flags, dir_fd=fd)
+            try:
+                pyc = os.listdir(cache)
+                if not all(n.endswith(".pyc") for n in pyc):
+                    return
+                for name in pyc:
+                    os.unlink(name, dir_fd=cache)
+            finally:
+                os.close(cache)
+            os.rmdir("__pycache__", dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(folder, dir_fd=dfd)  # only if now empty
 
 
 def listdir(path):
@@ -315,7 +362,7 @@ def handle(request):
         write(request["path"], base64.b64decode(request["data"]), request.get("mode"))
         return {}
     if op == "remove":
-        return {"removed": remove(request["paths"], bool(request.get("prune")))}
+        return {"removed": remove(request["paths"], bool(request.get("prune")), request.get("roots"))}
     if op == "list":
         return {"names": listdir(request["path"])}
     if op == "mkscratch":

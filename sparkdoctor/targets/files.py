@@ -47,8 +47,8 @@ class LocalFiles:
     def write(self, path, data, mode=None):
         self._do(ops.write, path, data, mode)
 
-    def remove(self, paths, prune=False):
-        return self._do(ops.remove, list(paths), prune)
+    def remove(self, paths, prune=False, roots=None):
+        return self._do(ops.remove, list(paths), prune, roots)
 
     def listdir(self, path):
         return self._do(ops.listdir, path)

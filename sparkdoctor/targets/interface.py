@@ -62,8 +62,9 @@ class FileTransport(Protocol):
 
     def write(self, path: str, data: bytes, mode: int | None = None) -> None: ...
 
-    def remove(self, paths: list[str], prune: bool = False) -> int:
-        """How many paths were removed; `prune` removes folders left empty too."""
+    def remove(self, paths: list[str], prune: bool = False, roots: list[str] | None = None) -> int:
+        """How many paths were removed; `prune` removes folders left empty too. With `roots`, each path must lie
+        under one of them and is removed through no link (LinkRefused otherwise: fileops.remove)."""
         ...
 
     def listdir(self, path: str) -> list[str]: ...
