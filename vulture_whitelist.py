@@ -40,9 +40,7 @@ _.mtime  # unused attribute (sparkdoctor/targets/fileops.py)
 # Used only by the tests (they call it to check what production code builds the same way)
 unknown_ids  # unused function (sparkdoctor/config.py)
 _.count_samples  # unused method (sparkdoctor/ledger/store.py)
-live_pids  # unused function (sparkdoctor/proc.py)
 build_bug_report  # unused function (sparkdoctor/report/__init__.py)
-_.strings  # unused method (sparkdoctor/released/strings.py)
 
 # sparkrun's plugin loader reads these by name (sparkrun 0.4.2 core/registration.py: every plugin module declares
 # SPARKRUN_PLUGIN_API_VERSION)
