@@ -38,7 +38,6 @@ figure  # unused variable (sparkdoctor/ledger/compare.py)
 _.mtime  # unused attribute (sparkdoctor/targets/fileops.py)
 
 # Used only by the tests (they call it to check what production code builds the same way)
-unknown_ids  # unused function (sparkdoctor/config.py)
 _.count_samples  # unused method (sparkdoctor/ledger/store.py)
 build_bug_report  # unused function (sparkdoctor/report/__init__.py)
 

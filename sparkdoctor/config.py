@@ -11,14 +11,14 @@ request's checkout may bring one). Example:
 Strict on purpose: a setting that is silently not applied is worse than an error. A file named by
 --config or $SPARKDOCTOR_CONFIG must exist; unknown sections and keys are refused with the list of
 known ones (a typo such as `fail-on` would otherwise do nothing); `ignore = "id"` is one id.
-Whether an ignored id exists depends on the matrix, so that is told by unknown_ids(); ignoring an
+Whether an ignored id exists depends on the matrix, so check tells that (a warning); ignoring an
 error-severity entry needs a reason (refuse_bare_errors()).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,11 +111,6 @@ def _fail_on(value: object, path: Path) -> str | None:
     if value is not None and value not in SEVERITIES:
         raise ConfigError(f"{path}: check.fail_on must be one of {', '.join(SEVERITIES)}, not {value!r}")
     return value
-
-
-def unknown_ids(ids: Iterable[str], matrix: Matrix) -> list[str]:
-    """The ids (from --ignore or check.ignore) that name no entry or stack of `matrix`, sorted."""
-    return sorted(set(ids) - matrix.ids())
 
 
 def refuse_bare_errors(cfg: Config, matrix: Matrix) -> None:

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from sparkdoctor import matrix
 from sparkdoctor.cli import app
-from sparkdoctor.config import ConfigError, load_config, unknown_ids
+from sparkdoctor.check import CheckRequest, check
+from sparkdoctor.config import ConfigError, load_config
 from tests.gb10 import gb10_facts
 from tests.inproc import invoke
 
@@ -129,15 +130,21 @@ def test_unreadable_files_are_one_line_naming_the_file(tmp_path, data, words):
         assert word in message, message
 
 
-def test_unknown_ids_against_a_matrix(tmp_path):
+def test_check_names_the_ignored_ids_that_no_entry_has(tmp_path):
+    """check (the one reader of --ignore and check.ignore) warns of each id that names no entry of the matrix it
+    judges with, in the order given; an entry's id and an engine finding's id are accepted. A stack is no
+    finding, so ignoring its id ignores nothing either."""
     (tmp_path / "m.toml").write_text(
         f'component = "t"\n[[entry]]\nid = "known-entry"\ntitle = "t"\nseverity = "warn"\naction = "fix"\nsummary = "s"\n'
         f'remedy = "r"\nwhen.host_machine = "aarch64"\nrefs = ["{REF}"]\n'
         f'[[stack]]\nid = "known-stack"\ntitle = "t"\npackages = {{ "vllm" = "*" }}\nrefs = ["{REF}"]\n'
     )
     m = matrix.load(tmp_path / "m.toml")
-    assert unknown_ids(["known-entry", "known-stack", "no-such-id", "c"], m) == ["c", "no-such-id"]
-    assert unknown_ids([], m) == []
+    ignored = ["known-entry", "no-such-id", "probe-e2m1-cvt", "known-stack", "c"]
+    notes = check(CheckRequest(facts=gb10_facts(), matrix=m, ignore=ignored)).notes
+    said = " no matrix entry has this id; it ignores nothing (see `sparkdoctor matrix list`)"
+    assert notes == [f"--ignore {i!r}:{said}" for i in ("no-such-id", "known-stack", "c")]
+    assert check(CheckRequest(facts=gb10_facts(), matrix=m)).notes == []
 
 
 def test_cli_reports_a_missing_env_config_in_one_line(tmp_path):

@@ -43,7 +43,7 @@ def inputs(tmp_path_factory):
         add_ab(led, recipes, facts, {"A": [40.0, 41.0, 40.5], "B": [100.0, 99.0, 101.0]}, "default-vs-one-seq")
     matrix = root / f"cuda{EVIL}.toml"
     shutil.copy(REPO / "matrix" / "cuda-toolkit.toml", matrix)
-    entry = sorted(load(matrix).ids())[0]
+    entry = sorted(e.id for e in load(matrix).entries)[0]
     return root, entry
 
 

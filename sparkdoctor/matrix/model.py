@@ -116,10 +116,6 @@ class Matrix:
     def get(self, entry_id: str) -> Entry | None:
         return next((e for e in self.entries if e.id == entry_id), None)
 
-    def ids(self) -> set[str]:
-        """Every entry and stack id: what an ignore list or `matrix show` may name."""
-        return {e.id for e in self.entries} | {s.id for s in self.stacks}
-
 
 @dataclass
 class Check:
