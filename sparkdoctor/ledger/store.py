@@ -342,10 +342,6 @@ class Ledger:
         return {"id": row[0], "created_at": row[1], "a": row[2], "b": row[3], "status": row[4],
                 "result": result, "runs": runs, **({"damaged": [damage]} if damage else {})}
 
-    def count_samples(self) -> int:
-        with self._failing():
-            return int(self.db.execute("SELECT count(*) FROM samples").fetchone()[0])
-
 
 def _rowid(cur: sqlite3.Cursor) -> int:
     """The id of the row an INSERT just wrote (sqlite3 gives one after every successful INSERT)."""
