@@ -32,6 +32,7 @@ from sparkdoctor.audit import AuditError, AuditOptions, run_audit
 from sparkdoctor.audit.safetensors import read_header
 from sparkdoctor.conclusions import staleness, store
 from sparkdoctor.conclusions.model import ConclusionError
+from sparkdoctor.emit import render
 from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.facts import Facts
 from sparkdoctor.fix import journal as jr
@@ -42,7 +43,7 @@ from sparkdoctor.matrix import load as load_matrix
 from sparkdoctor.matrix.symptoms import match_line
 from sparkdoctor.recipes import RecipeError
 from sparkdoctor.recipes import load as load_recipe
-from sparkdoctor.recipes.show import to_json
+from sparkdoctor.result import Format, Result
 from sparkdoctor.views import conclusions as conclusions_render
 from sparkdoctor.views.recipe import render_console
 from tests.fuzz import stores
@@ -134,7 +135,7 @@ def test_recipe_files(work, file, overrides):
         except RecipeError as exc:
             one_line(exc, str(path))
             return
-        json.loads(to_json(recipe))  # what is read can be shown and stored
+        json.loads(render(Result("recipe show", "recipe", recipe), Format.json))  # what is read can be shown (`recipe show -f json`)
         render_console(recipe, sink_console())
         assert recipe.fingerprint() and isinstance(recipe.argv, list)
 

@@ -154,7 +154,8 @@ def test_a_huge_value_is_shown_cut_on_the_console_and_whole_in_json(tmp_path):
 
     from rich.console import Console
 
-    from sparkdoctor.recipes.show import to_json
+    from sparkdoctor.emit import render
+    from sparkdoctor.result import Format, Result
     from sparkdoctor.views.recipe import render_console
 
     big = "word " * 600_000
@@ -166,7 +167,7 @@ def test_a_huge_value_is_shown_cut_on_the_console_and_whole_in_json(tmp_path):
     render_console(recipe, console)
     assert time.process_time() - started < 5
     assert "(3,000,000 characters; -f json has it whole)" in console.file.getvalue()
-    assert json.loads(to_json(recipe))["recipe"]["env"]["A"] == big
+    assert json.loads(render(Result("recipe show", "recipe", recipe), Format.json))["recipe"]["env"]["A"] == big  # as `recipe show -f json`
 
 
 @pytest.mark.parametrize("name, text, words", [
