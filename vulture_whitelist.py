@@ -38,7 +38,6 @@ figure  # unused variable (sparkdoctor/ledger/compare.py)
 _.mtime  # unused attribute (sparkdoctor/targets/fileops.py)
 
 # Used only by the tests (they call it to check what production code builds the same way)
-build_bug_report  # unused function (sparkdoctor/report/__init__.py)
 
 # sparkrun's plugin loader reads these by name (sparkrun 0.4.2 core/registration.py: every plugin module declares
 # SPARKRUN_PLUGIN_API_VERSION)

@@ -17,9 +17,9 @@ import pytest
 from sparkdoctor.facts import Facts
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
-from sparkdoctor.report import build_bug_report
 from sparkdoctor.report.sections import environment_sections
 from tests.gb10 import gb10_facts
+from tests.report.bug_report import whole_report
 
 REPO = Path(__file__).resolve().parents[2]
 BROKEN = REPO / "tests" / "data" / "facts" / "gb10-broken.json"
@@ -173,6 +173,6 @@ def test_container_target_and_fields_of_a_newer_sparkdoctor_are_shown():
     assert ("links[0].mtu", "9000") in titles["Host health"].rows
     assert ("x", "1") in titles["Future thing"].rows
     for fmt in ("github", "forum"):
-        text = build_bug_report(build_report(facts, load(None)), fmt)
+        text = whole_report(build_report(facts, load(None)), fmt)
         assert "f00dfeed" in text and "some_avg10" in text and "vllm_node" in text
-    assert "| image | vllm\\_node · vllm:spark · fingerprint f00dfeed |" in build_bug_report(build_report(facts, load(None)), "github")
+    assert "| image | vllm\\_node · vllm:spark · fingerprint f00dfeed |" in whole_report(build_report(facts, load(None)), "github")

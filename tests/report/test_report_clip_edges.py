@@ -11,9 +11,9 @@ import pytest
 from sparkdoctor.describe import FACT_CHARS
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
-from sparkdoctor.report import REPORT_FORMATS, build_bug_report
 from sparkdoctor.views.markdown import render_markdown
 from tests.gb10 import gb10_facts
+from tests.report.bug_report import REPORT_FORMATS, whole_report
 
 MATRIX = load(None)
 PLANTED = {"ip": "192.168.100.77", "mac": "58:1b:2c:3d:4e:5f", "email": "jane.doe@example.org"}
@@ -27,11 +27,11 @@ def test_a_value_cut_by_the_clip_is_redacted_whole_first(kind, fmt):
     cut_at = len(value) - 3  # the clip falls three characters before its end
     error = "x" * (FACT_CHARS - cut_at - 1) + " " + value + " tail " + "y" * 200
     report = build_report(gb10_facts(packages={"triton": "3.5.1"}, errors=[{"collector": "gpu", "error": error}]), MATRIX)
-    text = render_markdown(report) if fmt == "check-markdown" else build_bug_report(report, fmt, redact=True)
+    text = render_markdown(report) if fmt == "check-markdown" else whole_report(report, fmt, redact=True)
     text = re.sub(r"\\(.)", r"\1", text)  # as GitHub shows the markdown
     assert SHOWN[kind] not in text
     if fmt != "check-markdown":
-        assert SHOWN[kind] in build_bug_report(report, fmt, redact=False)  # planted where the report shows it
+        assert SHOWN[kind] in whole_report(report, fmt, redact=False)  # planted where the report shows it
 
 
 def test_a_findings_evidence_cut_by_the_clip_is_redacted_whole_first():

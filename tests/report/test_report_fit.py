@@ -5,15 +5,26 @@ from __future__ import annotations
 
 import pytest
 
+from sparkdoctor import report as bug_report
 from sparkdoctor.findings import build_report
 from sparkdoctor.fit import FORUM_LIMIT, GITHUB_LIMIT, Block, fit
 from sparkdoctor.matrix import load
-from sparkdoctor.report import build_bug_report, build_bug_report_fitted
+from sparkdoctor.report import build_bug_report_fitted
 from tests.gb10 import gb10_facts
 from tests.report.report_cli import run_report
 
 MATRIX = load(None)
 LIMITS = {"github": GITHUB_LIMIT, "forum": FORUM_LIMIT}
+
+
+def unshortened(monkeypatch, report, fmt):
+    """The report as it is before fitting: made with limits no report reaches."""
+    with monkeypatch.context() as limits:
+        limits.setattr(bug_report, "GITHUB_LIMIT", 10**12)
+        limits.setattr(bug_report, "FORUM_LIMIT", 10**12)
+        text, whole = build_bug_report_fitted(report, fmt, "r.full.md")
+    assert whole is None
+    return text
 
 
 def big_facts():
@@ -27,9 +38,9 @@ def big_facts():
 
 
 @pytest.mark.parametrize("fmt", ["github", "forum"])
-def test_a_long_report_fits_and_the_whole_is_in_the_attachment(fmt):
+def test_a_long_report_fits_and_the_whole_is_in_the_attachment(monkeypatch, fmt):
     report = build_report(big_facts(), MATRIX)
-    whole_before = build_bug_report(report, fmt)
+    whole_before = unshortened(monkeypatch, report, fmt)
     assert len(whole_before) > LIMITS[fmt]  # the test really needs fitting
     text, whole = build_bug_report_fitted(report, fmt, "r.full.md")
     assert len(text) <= LIMITS[fmt] and whole == whole_before
@@ -42,10 +53,10 @@ def test_a_long_report_fits_and_the_whole_is_in_the_attachment(fmt):
 
 
 @pytest.mark.parametrize("fmt", ["github", "forum"])
-def test_a_report_that_fits_has_no_attachment(fmt):
+def test_a_report_that_fits_has_no_attachment(monkeypatch, fmt):
     report = build_report(gb10_facts(packages={"triton": "3.5.1"}), MATRIX)
     text, whole = build_bug_report_fitted(report, fmt, "r.full.md")
-    assert whole is None and text == build_bug_report(report, fmt) and "attachment" not in text
+    assert whole is None and text == unshortened(monkeypatch, report, fmt) and "attachment" not in text
 
 
 def test_an_essential_part_longer_than_the_limit_is_cut_at_a_line_and_folds_are_closed():

@@ -19,10 +19,10 @@ from sparkdoctor.diff.document import DiffDocument
 from sparkdoctor.facts import Facts, FactsError
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
-from sparkdoctor.report import REPORT_FORMATS, build_bug_report
 from sparkdoctor.views import dump
 from tests.fuzz.inputs import snapshot_files
 from tests.gb10 import gb10_facts
+from tests.report.bug_report import REPORT_FORMATS, whole_report
 
 MATRIX = load(None)
 BASE = gb10_facts()
@@ -48,7 +48,7 @@ def test_any_loadable_snapshot_reports_and_diffs():
         report = build_report(facts, MATRIX)
         for fmt in REPORT_FORMATS:
             for redact in (True, False):
-                build_bug_report(report, fmt, redact=redact).encode("utf-8")
+                whole_report(report, fmt, redact=redact).encode("utf-8")
         doc = json.loads(dump(DiffDocument.of(compare(BASE, facts), ("a", "b"), (BASE, facts)).to_json()),
                          parse_constant=lambda c: (_ for _ in ()).throw(AssertionError(f"not strict JSON: {c}")))
         assert doc["diff_version"] == 1

@@ -22,8 +22,8 @@ from sparkdoctor.anonymize import Redactor, redactor_for
 from sparkdoctor.facts import Facts
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
-from sparkdoctor.report import REPORT_FORMATS, build_bug_report
 from tests.gb10 import gb10_facts, ptxas
+from tests.report.bug_report import REPORT_FORMATS, whole_report
 
 MATRIX = load(None)
 WORD = "A-Za-z0-9"  # a name between other characters is the name (alice_run.log names alice)
@@ -76,7 +76,7 @@ def leaked(text: str, user: str, host: str, ip4: str, ip6: str, mac: str, tokens
 
 
 def render(facts: Facts, fmt: str, redact: bool = True) -> str:
-    return build_bug_report(build_report(facts, MATRIX), fmt, redact=redact)
+    return whole_report(build_report(facts, MATRIX), fmt, redact=redact)
 
 
 # Words the report prints for reasons of its own: a planted name equal to one cannot be told apart.
@@ -131,7 +131,7 @@ def test_findings_quoting_planted_paths_are_redacted_too():
     assert {"triton-ptxas-no-sm121a", "vllm-hand-modified"} <= ids
     evidence = " ".join(e for f in report.findings for e in f.evidence)
     assert "zorblat" in evidence  # the real evidence quotes it ...
-    text = build_bug_report(report, "github")
+    text = whole_report(report, "github")
     assert "zorblat" not in text and "/home/<user>/vllm/.venv/lib/python3.12/site-packages/triton" in text  # ... the report does not
 
 

@@ -12,9 +12,9 @@ import pytest
 from sparkdoctor.anonymize import Redactor
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
-from sparkdoctor.report import REPORT_FORMATS, build_bug_report
 from sparkdoctor.views.markdown import render_markdown
 from tests.gb10 import gb10_facts
+from tests.report.bug_report import REPORT_FORMATS, whole_report
 
 UUID = "8f3c5a0e-1b2d-4c3e-9f4a-0123456789ab"
 SERIAL = "1652524012345"
@@ -81,7 +81,7 @@ def test_a_serial_or_uuid_named_field_of_the_snapshot_does_not_leak(fmt):
     text = _shown(
         render_markdown(report)
         if fmt == "check-markdown"
-        else build_bug_report(report, fmt, redact=True)
+        else whole_report(report, fmt, redact=True)
     )
     assert [s for s in (UUID, SERIAL, "PX2YB41K0037") if s in text] == []
     assert (
@@ -98,5 +98,5 @@ def test_a_fleet_nodes_own_names_do_not_leak(fmt):
         fleet={"node": "zeta7", "hostname": "zetabox", "boot_id": "x"},
     )
     facts.errors = [{"collector": "nccl", "error": "connecting to zetabox from zeta7"}]
-    text = _shown(build_bug_report(build_report(facts, load(None)), fmt, redact=True))
+    text = _shown(whole_report(build_report(facts, load(None)), fmt, redact=True))
     assert "zeta" not in text and "<host>" in text

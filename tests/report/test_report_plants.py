@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from sparkdoctor.anonymize import redactor_for
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
-from sparkdoctor.report import REPORT_FORMATS, build_bug_report
 from tests.gb10 import gb10_facts
+from tests.report.bug_report import REPORT_FORMATS, whole_report
 from tests.report.report_cli import run_report
 
 MATRIX = load(None)
@@ -77,7 +77,7 @@ def damaged(text: str) -> list[str]:
 
 @pytest.mark.parametrize("fmt", REPORT_FORMATS)
 def test_nothing_planted_appears_and_nothing_else_is_damaged(fmt):
-    text = build_bug_report(build_report(planted_facts(), MATRIX), fmt)
+    text = whole_report(build_report(planted_facts(), MATRIX), fmt)
     assert leaks(text) == {}
     assert damaged(text) == []
     assert "<email>" in text and "<user>@<ip>" in text and "password=<redacted>" in text
@@ -85,7 +85,7 @@ def test_nothing_planted_appears_and_nothing_else_is_damaged(fmt):
 
 @pytest.mark.parametrize("fmt", REPORT_FORMATS)
 def test_the_leak_check_can_fail(fmt):
-    text = build_bug_report(build_report(planted_facts(), MATRIX), fmt, redact=False)
+    text = whole_report(build_report(planted_facts(), MATRIX), fmt, redact=False)
     assert set(leaks(text)) == set(PLANTED)  # every class is really planted where the report shows it
 
 
@@ -149,6 +149,6 @@ def test_random_plants_of_the_new_classes_do_not_survive(user, host, secret, fla
                                                 f"mail {user}.x@corp.example.com; GET http://{host}:80/?token={secret}z&a=1"}]
     facts.recipe = {"name": "r", "argv": ["vllm", "serve", "m", f"--{flag}", secret + "q"], "env": {var: secret + "v"}}
     for fmt in REPORT_FORMATS:
-        text = re.sub(r"\\(.)", r"\1", build_bug_report(build_report(facts, MATRIX), fmt))
+        text = re.sub(r"\\(.)", r"\1", whole_report(build_report(facts, MATRIX), fmt))
         assert secret not in text and f"{user}@" not in text and f"{user}.x@" not in text
         assert not re.search(rf"(?<![a-z0-9-]){re.escape(host)}(?![a-z0-9-])", text)

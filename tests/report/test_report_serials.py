@@ -10,9 +10,9 @@ import pytest
 from sparkdoctor.anonymize import Redactor
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
-from sparkdoctor.report import REPORT_FORMATS, build_bug_report
 from sparkdoctor.views.markdown import render_markdown
 from tests.gb10 import gb10_facts
+from tests.report.bug_report import REPORT_FORMATS, whole_report
 
 MATRIX = load(None)
 UUID = "8f3c5a0e-1b2d-4c3e-9f4a-0123456789ab"
@@ -34,14 +34,14 @@ def _shown(text: str) -> str:
 @pytest.mark.parametrize("fmt", [*REPORT_FORMATS, "check-markdown"])
 def test_gpu_uuids_and_serial_numbers_do_not_leak(fmt):
     report = build_report(_facts(), MATRIX)
-    text = _shown(render_markdown(report) if fmt == "check-markdown" else build_bug_report(report, fmt, redact=True))
+    text = _shown(render_markdown(report) if fmt == "check-markdown" else whole_report(report, fmt, redact=True))
     assert [s for s in (UUID, MIG, SERIAL, BOARD) if s in text] == []
     assert "GPU-<serial>" in text  # the form a launch named its device by is kept
 
 
 @pytest.mark.parametrize("fmt", REPORT_FORMATS)
 def test_no_redact_keeps_them_so_the_check_can_fail(fmt):
-    text = _shown(build_bug_report(build_report(_facts(), MATRIX), fmt, redact=False))
+    text = _shown(whole_report(build_report(_facts(), MATRIX), fmt, redact=False))
     assert all(s in text for s in (UUID, MIG, SERIAL, BOARD))
 
 

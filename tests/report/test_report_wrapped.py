@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from sparkdoctor.anonymize import Redactor, wrapped
 from sparkdoctor.findings import build_report
 from sparkdoctor.matrix import load
-from sparkdoctor.report import REPORT_FORMATS, build_bug_report
 from sparkdoctor.views.markdown import render_markdown
 from tests.gb10 import gb10_facts
+from tests.report.bug_report import REPORT_FORMATS, whole_report
 
 CASES = settings(derandomize=True, database=None, deadline=None, max_examples=150, phases=[Phase.explicit, Phase.generate],
                  suppress_health_check=list(HealthCheck), print_blob=False)
@@ -121,9 +121,9 @@ def test_a_wrapped_token_in_a_collected_log_never_reaches_the_report(fmt):
     log = wrap(f"(APIServer pid=7) INFO 11-30 12:00:01 [api_server.py:1] args: hf_token='{HF}', port=8000", 80, "\n")
     assert HF[3:] not in log  # cut where a terminal of 80 columns cuts it: 5 characters of its secret, too few alone
     facts = gb10_facts(packages={"triton": "3.5.1"}, errors=[{"collector": "serve-log", "error": log}])
-    text = build_bug_report(build_report(facts, MATRIX), fmt)
+    text = whole_report(build_report(facts, MATRIX), fmt)
     assert leaked(HF[3:], text, "\n") == []
-    assert HF[8:16] in build_bug_report(build_report(facts, MATRIX), fmt, redact=False)  # the test can fail
+    assert HF[8:16] in whole_report(build_report(facts, MATRIX), fmt, redact=False)  # the test can fail
 
 
 def test_a_wrapped_token_never_reaches_check_markdown():
