@@ -2,7 +2,7 @@
 
 Reviewed by hand, one group per reason. Regenerate candidates with
 `.venv/bin/vulture sparkdoctor --min-confidence 60 --make-whitelist`, and add a name here only with its reason:
-dead code is deleted, not listed.
+dead code is deleted, not listed, and so is code only the tests call.
 """
 # ruff: noqa
 
@@ -36,8 +36,6 @@ mean_abs_dlogprob  # unused variable (sparkdoctor/bench/correctness.py)
 decisive  # unused variable (sparkdoctor/bench/correctness.py)
 figure  # unused variable (sparkdoctor/ledger/compare.py)
 _.mtime  # unused attribute (sparkdoctor/targets/fileops.py)
-
-# Used only by the tests (they call it to check what production code builds the same way)
 
 # sparkrun's plugin loader reads these by name (sparkrun 0.4.2 core/registration.py: every plugin module declares
 # SPARKRUN_PLUGIN_API_VERSION)

@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from sparkdoctor import matrix
-from sparkdoctor.cli import app
 from sparkdoctor.check import CheckRequest, check
+from sparkdoctor.cli import app
 from sparkdoctor.config import ConfigError, load_config
 from tests.gb10 import gb10_facts
 from tests.inproc import invoke
