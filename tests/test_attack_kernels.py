@@ -5,10 +5,11 @@ Real ptxas compiles; the GPU runner is a real child process (a stand-in script i
 from __future__ import annotations
 
 import json
+import types
 
 import pytest
 
-from sparkdoctor import cuda_driver, kernels
+from sparkdoctor import cuda_driver, kernels, proc
 from tests.test_kernel_proof import real_cubin
 from tests.test_kernels import GB10, SM12X, make_ctx, needs_ptxas, system_toolkit
 
@@ -217,7 +218,13 @@ def test_a_probe_that_faults_or_hangs_on_the_gpu_costs_only_its_own_verdict(tmp_
     script = tmp_path / "runner.py"
     script.write_text(POISONING_RUNNER.format(bad="probe_fp4_mma", mode=mode))
     monkeypatch.setattr(cuda_driver, "__file__", str(script))
-    monkeypatch.setattr(kernels.gpu_run, "RUN_TIMEOUT", 3.0)
+    # RUN_TIMEOUT is wall-clock, one for every request's child: the hanging child gets 3 s, the children that answer
+    # (an interpreter start and sparkdoctor's imports each) 600 s, so a loaded machine cannot time them out too
+    def run(argv, timeout, input=None, **kw):
+        hangs = mode == "hang" and any(job["entry"] == "probe_fp4_mma" for job in json.loads(input or "{}").get("jobs", []))
+        return proc.run(argv, timeout=3.0 if hangs else 600.0, input=input, **kw)
+
+    monkeypatch.setattr(kernels.gpu_run, "proc", types.SimpleNamespace(run=run))
     out = kernels.run(make_ctx(tmp_path, [system_toolkit()], arch="sm_121a", gpus=GB10))["kernels"]
     assert out["fp4-mma"]["status"] == "error"
     assert ("timed out" if mode == "hang" else "cuCtxSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS") in out["fp4-mma"]["detail"]

@@ -5,7 +5,8 @@ from sparkdoctor.facts import Facts
 from sparkdoctor.targets.local import PythonTarget
 
 
-def ctx(timeout=5.0) -> Context:
+def ctx(timeout=600.0) -> Context:
+    # a collector's limit is wall-clock: the ones that answer at once get 600 s, the hang tests set short ones
     return Context(target=PythonTarget("/usr/bin/python3", "test"), facts=Facts(), timeout=timeout)
 
 
@@ -48,7 +49,7 @@ def test_failure_and_hang_are_reported_not_fatal():
         return 1 / 0
 
     def hang(ctx):
-        time.sleep(30)
+        time.sleep(600)  # a daemon thread: nothing waits for it
         return {"env": {}}
 
     c = ctx()
@@ -62,7 +63,7 @@ def test_failure_and_hang_are_reported_not_fatal():
             Collector("fine", lambda ctx: {"host": {"machine": "aarch64"}}),
         ],
     )
-    assert time.monotonic() - started < 15  # not the 30 s hang; room for a loaded machine
+    assert time.monotonic() - started < 300  # not the 600 s hang; far from a loaded machine's stretch
     errors = {e["collector"]: e["error"] for e in c.facts.errors}
     assert errors["gpu"] == "NVML: driver not loaded"
     assert errors["buggy"].startswith("ZeroDivisionError")
@@ -97,21 +98,21 @@ def test_a_collector_returning_an_unknown_field_is_its_error_not_a_crash():
 
 def test_the_run_deadline_bounds_every_collector():
     def hang(ctx):
-        time.sleep(30)
+        time.sleep(900)  # a daemon thread: nothing waits for it
         return {}
 
-    c = ctx(timeout=20)
+    c = ctx(timeout=600)
     c.deadline = time.monotonic() + 0.5
     started = time.monotonic()
     run_collectors(
         c,
         [
-            Collector("slow", hang, timeout=20),
+            Collector("slow", hang, timeout=600),
             Collector("after", lambda ctx: {"env": {}}, needs=("slow",)),
             Collector("fine", lambda ctx: {"host": {}}),
         ],
     )
-    assert time.monotonic() - started < 10  # the 0.5 s deadline, not the 20 s timeout; room for a loaded machine
+    assert time.monotonic() - started < 300  # the 0.5 s deadline, not the 600 s timeout; far from a loaded machine's stretch
     errors = {e["collector"]: e["error"] for e in c.facts.errors}
     assert errors["slow"].startswith("timed out after") and "--timeout" in errors["slow"]
     assert errors["after"] == "not run: the run's time budget (--timeout) ran out"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes.util
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -21,6 +22,18 @@ from sparkdoctor.targets.local import PythonTarget
 GB10_CSV = "0, NVIDIA GB10, 12.1, [N/A], 580.95.05\n"
 CC = shutil.which("cc") or shutil.which("gcc")  # looked up before any test narrows PATH
 HAS_NVIDIA = bool(shutil.which("nvidia-smi") or ctypes.util.find_library("nvidia-ml") or ctypes.util.find_library("cuda"))
+
+
+@pytest.fixture(autouse=True)
+def answers_are_waited_for(monkeypatch):
+    """nvidia-smi's and the helper's 5 s limits are wall-clock: a stand-in (or the real helper) that answers at once
+    must not time out on a loaded machine. Only the tests of a hang set a short limit, after this."""
+    monkeypatch.setattr(gpu, "SMI_TIMEOUT", 600.0)
+    monkeypatch.setattr(gpu, "HELPER_TIMEOUT", 600.0)
+
+
+# the collector's own limit (17 s, from the 5 s ones) is wall-clock too: the tests that expect an answer lift it
+ANSWERING = dataclasses.replace(gpu.COLLECTOR, timeout=600.0)
 
 
 def make_ctx(arch: str | None = None) -> Context:
@@ -129,7 +142,8 @@ def test_smi_gets_the_query_arguments(smi_path, no_nvml):
     assert log.read_text().split() == gpu.SMI_QUERY
 
 
-def test_smi_hang_times_out_in_about_5s(smi_path, no_nvml):
+def test_smi_hang_times_out_in_about_5s(smi_path, no_nvml, monkeypatch):
+    monkeypatch.setattr(gpu, "SMI_TIMEOUT", 5.0)  # the default, timed here
     fake_tool(smi_path, "nvidia-smi", "sleep 600")
     start = time.monotonic()
     with pytest.raises(CollectorError) as err:
@@ -408,7 +422,7 @@ def libdir(tmp_path, monkeypatch):
 def test_nvml_that_segfaults_is_evidence_not_a_dead_check(libdir, smi_path):
     build_lib(libdir, "libnvidia-ml.so.1", f"int nvmlInitWithFlags(unsigned int f) {SEGFAULT}\nint nvmlInit_v2(void) {SEGFAULT}\n")
     build_lib(libdir, "libcuda.so.1", "int cuDriverGetVersion(int *v) { *v = 13000; return 0; }\n")
-    facts = run_collectors(make_ctx(), [gpu.COLLECTOR])  # in this very process: it used to die here
+    facts = run_collectors(make_ctx(), [ANSWERING])  # in this very process: it used to die here
     assert facts.gpus is None, "a crashed driver library leaves the GPUs unknown"
     [error] = facts.errors
     assert error["collector"] == "gpu"
@@ -428,7 +442,7 @@ def test_nvml_that_hangs_is_killed_and_reported(libdir, smi_path, monkeypatch):
 def test_libcuda_that_segfaults_costs_only_the_cuda_version(libdir, smi_path):
     build_lib(libdir, "libnvidia-ml.so.1", FAKE_NVML_GB10)
     build_lib(libdir, "libcuda.so.1", f"int cuDriverGetVersion(int *v) {SEGFAULT}\n")
-    facts = run_collectors(make_ctx(), [gpu.COLLECTOR])
+    facts = run_collectors(make_ctx(), [ANSWERING])
     assert [g["name"] for g in facts.gpus] == ["NVIDIA GB10"]
     assert facts.arch == {"value": "sm_121a", "source": "detected"}
     assert facts.driver == {"version": "580.95.05", "source": "nvml", "cuda": "13.0"}

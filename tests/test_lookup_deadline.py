@@ -168,9 +168,10 @@ def test_a_lookup_hands_back_its_answer_and_its_error():
 
     from sparkdoctor.lookup import getaddrinfo
 
-    assert {row[4][0] for row in getaddrinfo("127.0.0.1", 80, 5.0)} == {"127.0.0.1"}
+    # the limit is wall-clock: answers that come at once must not time out on a loaded machine
+    assert {row[4][0] for row in getaddrinfo("127.0.0.1", 80, 600.0)} == {"127.0.0.1"}
     with pytest.raises(socket.gaierror):
-        getaddrinfo("127.0.0.1", "no-such-service-here", 5.0)  # refused locally: no name server asked
+        getaddrinfo("127.0.0.1", "no-such-service-here", 600.0)  # refused locally: no name server asked
 
 
 @pytest.fixture

@@ -65,7 +65,7 @@ def test_a_stage_that_runs_for_minutes_is_said_again_so_the_log_shows_it_alive(m
     with progress_module.progress_line(command="whatif") as say:
         say("resolving the upgrade (a dry run of the target's installer)")
         err = ""
-        for _ in range(400):  # a guard against a hang, not a speed bound
+        for _ in range(12_000):  # a guard against a hang (10 minutes of 50 ms naps), not a speed bound
             err += capsys.readouterr().err
             if err.count("resolving the upgrade") >= 3:
                 break

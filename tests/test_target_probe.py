@@ -1,6 +1,7 @@
 """The head start: the target probe launched before the CLI framework is imported."""
 
 import sys
+import time
 
 import pytest
 
@@ -161,11 +162,13 @@ def test_one_gpu_helper_answers_the_gpu_and_the_health_collectors(tmp_path, monk
         "say({'stage': 'libcuda', 'start': True}); say({'stage': 'libcuda', 'encoded': 13000})\n"
         "if '--with-health' in sys.argv:\n"
         "    say({'stage': 'health', 'start': True})\n"
-        "    if os.environ.get('FAKE_HEALTH') == 'HANG':\n        time.sleep(60)\n"
+        "    if os.environ.get('FAKE_HEALTH') == 'HANG':\n        open(sys.argv[0] + '.hangs', 'w').close(); time.sleep(60)\n"
         "    say({'stage': 'health', 'missing': 'NVML not available'})\n"
     )
     monkeypatch.setattr(gpu, "HELPER", helper)
     monkeypatch.setattr(gpu_health, "HELPER", helper)
+    # the helper's limit is wall-clock from its start: one that answers at once must not time out on a loaded machine
+    monkeypatch.setattr(gpu, "EARLY_TIMEOUT", 600.0)
 
     gpu.prestart()
     libs = gpu.query_libraries()
@@ -176,6 +179,13 @@ def test_one_gpu_helper_answers_the_gpu_and_the_health_collectors(tmp_path, monk
     monkeypatch.setenv("FAKE_HEALTH", "HANG")
     monkeypatch.setattr(gpu, "EARLY_TIMEOUT", 3.0)
     gpu.prestart()
+    # The 3 s count from the helper's start, the GPU stages' answers included: the helper is let reach its hang first,
+    # so a loaded machine's slow start cannot cut the GPU stages (their lines wait in the pipe, read at the kill)
+    hangs = tmp_path / "gpu_query.py.hangs"
+    for _ in range(60_000):  # a bound on a broken helper only (10 minutes), never reached by one that answers
+        if hangs.exists():
+            break
+        time.sleep(0.01)
     libs = gpu.query_libraries()
     assert libs.libcuda == "13.0" and libs.problems == [], "the GPU stages had answered before the hang"
     gpus, problem = gpu_health.read()

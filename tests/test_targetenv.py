@@ -8,6 +8,7 @@ the shared venv, never on the shared one.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import os
@@ -459,6 +460,20 @@ def test_probe_runs_under_the_oldest_python_here(small_python):
 
 
 # ---- the collector ------------------------------------------------------------------------------------------------
+@pytest.fixture
+def answers_are_waited_for(monkeypatch):
+    """The probe's 15 s and the interpreter's 3 s ping are wall-clock: an interpreter (or a stand-in) that answers must
+    not time out on a loaded machine. The hang test sets its own short limit."""
+    from sparkdoctor.targets import local
+
+    monkeypatch.setattr(targetenv, "PROBE_TIMEOUT", 600.0)
+    monkeypatch.setattr(local, "PING_TIMEOUT", 600.0)
+
+
+# the collector's own 20 s is wall-clock too: the tests that expect an answer lift it
+ANSWERING = dataclasses.replace(targetenv.COLLECTOR, timeout=600.0)
+
+
 def make_ctx(python: str, tmp_path: Path, use_cache: bool = True) -> Context:
     target = PythonTarget(python, "--python")
     facts = Facts()
@@ -466,11 +481,11 @@ def make_ctx(python: str, tmp_path: Path, use_cache: bool = True) -> Context:
     return Context(target=target, facts=facts, cache_dir=tmp_path / "cache", use_cache=use_cache)
 
 
-def test_collector_end_to_end_through_python_target(venv, tmp_path):
+def test_collector_end_to_end_through_python_target(venv, tmp_path, answers_are_waited_for):
     site = site_of(venv)
     write_dist(site, "ghost", "1.0", None)
     ctx = make_ctx(str(venv), tmp_path)
-    run_collectors(ctx, [targetenv.COLLECTOR])
+    run_collectors(ctx, [ANSWERING])
     facts = ctx.facts
     assert facts.target["chosen_by"] == "--python" and facts.target["python"] == str(venv)
     assert facts.target["kind"] == "python" and facts.target["version"] == "{}.{}.{}".format(*sys.version_info[:3])
@@ -491,7 +506,7 @@ def test_collector_no_cache_passes_through(venv, tmp_path):
     assert targetenv.probe_args(ctx.target, None, False) == (["--hash-budget", str(targetenv.HASH_BUDGET)], None)
 
 
-def test_prestarted_probe_is_used_and_gives_the_same_facts(venv, tmp_path):
+def test_prestarted_probe_is_used_and_gives_the_same_facts(venv, tmp_path, answers_are_waited_for):
     """check starts the probe before importing the rest of sparkdoctor; the collector then only waits."""
     live = make_ctx(str(venv), tmp_path)
     expected = targetenv.run(live)
@@ -519,7 +534,7 @@ def fake_interpreter(tmp_path: Path, body: str) -> str:
         ("echo '{\"target\": {}}'", "no package list"),
     ],
 )
-def test_probe_that_crashes_is_one_collector_error_line(tmp_path, body, words):
+def test_probe_that_crashes_is_one_collector_error_line(tmp_path, body, words, answers_are_waited_for):
     ctx = make_ctx(fake_interpreter(tmp_path, body), tmp_path)
     with pytest.raises(CollectorError) as info:
         targetenv.run(ctx)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -59,16 +60,18 @@ def points_per_trace(dom: str, div_id: str) -> list[int]:
 def test_ten_thousand_runs_make_one_page_in_seconds(tmp_path):
     ledger = tmp_path / "l.sqlite"
     held = build(ledger, 10_000)
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     p = cli("history", "--html", tmp_path / "h.html", "--ledger", ledger, cwd=tmp_path)
-    took = time.monotonic() - t0
+    took, cpu1 = time.monotonic() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    # the command's CPU seconds: a loaded machine stretches its wall time, not its work
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     assert p.returncode == 0, p.stderr
     page = (tmp_path / "h.html").read_text()
     meta = json.loads(re.search(r"<script type='application/json' id='sd-meta'>(.*?)</script>", page).group(1))
     assert meta["runs"] == 10_000 and meta["changes"] == held["changes"] and meta["comparisons"] == held["comparisons"]
     assert not re.search(r"<script[^>]+src=|<link[^>]+href=", page)  # nothing is fetched when it is viewed
-    print(f"history --html of 10,000 runs: {took:.2f} s (the whole command), page {len(page.encode()) / 1e6:.2f} MB")
-    assert took < 60  # generous on a shared machine; measured numbers: docs/evidence/history-html.md
+    print(f"history --html of 10,000 runs: {took:.2f} s ({cpu:.2f} s of CPU, the whole command), page {len(page.encode()) / 1e6:.2f} MB")
+    assert cpu < 60, cpu  # generous; measured numbers: docs/evidence/history-html.md
 
 
 @pytest.mark.slow  # installs Debian's chromium when it is missing

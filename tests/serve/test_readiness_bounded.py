@@ -77,8 +77,9 @@ def test_a_server_that_answers_200_is_ready_and_a_404_falls_back():
     thread.start()
     try:
         base = f"http://127.0.0.1:{httpd.server_address[1]}"
-        assert readiness.status_of(base + "/health", 5.0) == 404
-        assert readiness.ready(base, "/health", timeout=5.0) == readiness.FALLBACK
+        # limits are wall-clock: a server that answers at once must not time out on a loaded machine
+        assert readiness.status_of(base + "/health", 600.0) == 404
+        assert readiness.ready(base, "/health", timeout=600.0) == readiness.FALLBACK
     finally:
         httpd.shutdown()
         httpd.server_close()
