@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -66,6 +67,13 @@ def owns_listener(pid: int, port: int) -> bool:
         return True
     group = [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != pid and _group_of(int(e)) == pid]
     return any(_holds(member, wanted) for member in group)
+
+
+def dies_with_me(argv: list[str]) -> list[str]:
+    """argv under `setpriv --pdeathsig KILL` (it execs: the pid is the server's): a server a test starts in a session
+    of its own goes when the test process dies though the test's `finally` never ran (a worker xdist kills, a second
+    Ctrl-C). An interrupted CI-like run left a real vLLM server listening for the rest of the day."""
+    return ["setpriv", "--pdeathsig", "KILL", "--", *argv] if shutil.which("setpriv") else argv
 
 
 def start_on_a_free_port(start: Callable[[int], subprocess.Popen], limit_s: float = 120.0,

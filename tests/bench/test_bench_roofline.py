@@ -86,12 +86,12 @@ def test_the_kv_cache_dtype_of_a_config_file_sizes_the_ceiling(run, tmp_path, ch
 
 
 def test_url_with_model_dir(run, tmp_path, checkpoint):
-    from tests.ports import start_on_a_free_port
+    from tests.ports import dies_with_me, start_on_a_free_port
 
     # waited for until it listens there itself (a port picked free may be taken first; ~30 s of waiting then went
     # on regardless on a busy machine)
     server, port = start_on_a_free_port(lambda port: subprocess.Popen(
-        [sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", str(port), *SLOW],
+        dies_with_me([sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", str(port), *SLOW]),
         env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True))
     try:
         url = f"http://127.0.0.1:{port}"
@@ -109,10 +109,10 @@ def test_url_with_model_dir(run, tmp_path, checkpoint):
 def test_url_with_model_dir_sizes_the_kv_cache_the_server_says(run, checkpoint):
     """A server at --url says its KV cache dtype on /metrics (vllm:cache_config_info cache_dtype): the roofline sized
     an fp8 cache as the model's 16-bit one ("auto") all the same."""
-    from tests.ports import start_on_a_free_port
+    from tests.ports import dies_with_me, start_on_a_free_port
 
     server, port = start_on_a_free_port(lambda port: subprocess.Popen(
-        [sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", str(port), *SLOW, "--kv-cache-dtype", "fp8"],
+        dies_with_me([sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", str(port), *SLOW, "--kv-cache-dtype", "fp8"]),
         env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True))
     try:
         out = run("--url", f"http://127.0.0.1:{port}", "--model-dir", checkpoint, "--format", "json")
@@ -183,7 +183,7 @@ def test_url_sizes_at_the_dtype_the_server_says_and_says_when_it_assumed_one(run
     """`bench --url` sized every server at --dtype auto. A vLLM server says its dtype at /server_info (with
     VLLM_SERVER_DEV_MODE=1, `dtype=torch.float32` in its engine configuration); one that does not say it is sized at
     auto, and the report says the dtype was assumed, in JSON and on the console."""
-    from tests.ports import start_on_a_free_port
+    from tests.ports import dies_with_me, start_on_a_free_port
 
     def serve(dev_mode: bool):
         env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -191,7 +191,7 @@ def test_url_sizes_at_the_dtype_the_server_says_and_says_when_it_assumed_one(run
         if dev_mode:
             env["VLLM_SERVER_DEV_MODE"] = "1"
         return start_on_a_free_port(lambda port: subprocess.Popen(
-            [sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", str(port), *SLOW, "--dtype", "float32"],
+            dies_with_me([sys.executable, str(SERVER), "--host", "127.0.0.1", "--port", str(port), *SLOW, "--dtype", "float32"]),
             env=env, start_new_session=True))
 
     folder = checkpoints["bfloat16"]

