@@ -23,7 +23,8 @@ from sparkdoctor.targets.local import TargetError
 # a fake docker exec's reading of its arguments (-i, -e KEY=VALUE ..., the container, the command)
 READ_EXEC = '''if args[:1] != ["exec"]:
     sys.exit(2)
-args, env, stdin = args[1:], dict(os.environ), False
+# the container's /tmp is this fake's own folder: what a probe killed with its container leaves goes with the test
+args, env, stdin = args[1:], dict(os.environ, TMPDIR=os.path.dirname(os.path.abspath(__file__))), False
 while args[0].startswith("-"):
     if args[0] == "-i":
         stdin, args = True, args[1:]
