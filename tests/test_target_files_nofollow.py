@@ -92,3 +92,13 @@ def test_a_removal_under_the_roots_follows_no_link_and_prunes_by_fd(tmp_path, co
     assert f"not removed: {root}/lib/pkg is a symbolic link, and this removal follows no link" in str(walked.value)
     assert (outside / "pkg" / "REQUESTED").read_bytes() == b"outside\n"
     assert files.remove([str(outside / "pkg" / "REQUESTED")]) == 1  # without roots (apply's removals), as before
+
+
+def test_pruning_never_takes_a_root_nor_fails_a_removal_there(tmp_path):
+    from sparkdoctor.targets import fileops
+
+    root = tmp_path / "venv"
+    root.mkdir()
+    (root / "new.cfg").write_bytes(b"")  # a file straight under the root: its folder is the root, never pruned
+    assert fileops.remove([str(root / "new.cfg")], prune=True, roots=[str(root)]) == 1
+    assert root.is_dir()

@@ -241,7 +241,7 @@ def remove(paths, prune=False, roots=None):
             raise OpError("%s: cannot remove: %s" % (path, _why(exc)))
         folders.add(os.path.dirname(path))
     for folder in sorted(folders, key=lambda f: f.count(os.sep), reverse=True) if prune else ():
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, OpError):  # best effort: a folder kept (a link on the way, a root) is no harm
             _prune(folder, None) if roots is None else _at(roots, folder, _prune)
     return gone
 
