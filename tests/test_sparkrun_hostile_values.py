@@ -40,3 +40,42 @@ def test_audit_of_such_a_model_is_one_line_not_an_internal_error():
                           timeout=120, env=env, check=False)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "internal error" not in done.stderr and HOSTILE[0] in done.stderr, done.stderr
+
+
+def _unwritable(tmp_path):
+    """sparkrun 0.4.2's ExecutionContext (core/execution.py) for a recipe whose to_dict holds a value yaml.safe_dump
+    cannot write: the step's own failure, not a gate's verdict."""
+    recipe = SimpleNamespace(name="odd", source_path=str(tmp_path / "odd.yaml"), container=None, mods=[], model="org/x",
+                             plugin_items={"sparkdoctor": True},
+                             to_dict=lambda overrides, effective: {"model": "org/x", "defaults": {"when": object()}})
+    return SimpleNamespace(plan=SimpleNamespace(recipe=recipe, host_list=[]), options=SimpleNamespace(overrides=None))
+
+
+def test_the_steps_own_failure_refuses_the_launch_in_one_line_naming_the_cause_and_allow(tmp_path, monkeypatch):
+    """The step raised yaml's RepresenterError, and sparkrun ended the launch as "launch preparation failed:
+    ('cannot represent an object', <object object at 0x...>)": no word of sparkdoctor, no way through. A gate that
+    did not run is no pass: the launch is refused, in one line naming the cause and `allow`."""
+    from sparkdoctor.integrations import sparkrun_plugin as plugin
+
+    monkeypatch.setattr(plugin, "say", lambda line: None)
+    monkeypatch.delenv("SPARKDOCTOR_SPARKRUN_ALLOW", raising=False)
+    with pytest.raises(plugin.LaunchRefused) as refused:
+        plugin.preflight(_unwritable(tmp_path), None)
+    said = str(refused.value)
+    assert said.startswith("sparkdoctor refused the launch: the gate could not run: cannot write the recipe as "
+                           "sparkrun resolved it"), said
+    assert "cannot represent an object" in said and "SPARKDOCTOR_SPARKRUN_ALLOW=1" in said and "\n" not in said, said
+
+
+def test_with_allow_the_steps_own_failure_is_said_and_the_launch_goes_on(tmp_path, monkeypatch):
+    """`allow` (here SPARKDOCTOR_SPARKRUN_ALLOW=1) lets through every gate that could not judge; the step's own
+    failure ended the launch whatever it said."""
+    from sparkdoctor.integrations import sparkrun_plugin as plugin
+
+    said: list[str] = []
+    monkeypatch.setattr(plugin, "say", said.append)
+    monkeypatch.setenv("SPARKDOCTOR_SPARKRUN_ALLOW", "1")
+    receipt = plugin.preflight(_unwritable(tmp_path), None)
+    assert receipt["allowed"] is True and receipt["gates"] == [], receipt
+    assert any(line.startswith("sparkdoctor (allowed, not enforced): the gate could not run: cannot write the recipe")
+               for line in said), said

@@ -180,3 +180,33 @@ def test_a_launch_that_does_not_fit_in_the_memory_free_now_is_refused_with_the_s
     assert "launch with --gpu-memory-utilization" not in out  # the settings said once
     assert "[1/6] Preparing" not in out
     no_network_noise(out)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a full tmpfs")
+def test_a_full_disk_under_the_scratch_folder_refuses_in_one_line_naming_it_and_allow_lets_it_through(sparkrun, tmp_path):
+    """The step writes the recipe as sparkrun resolved it under $TMPDIR: on a full disk sparkrun ended the launch as
+    "launch preparation failed: [Errno 28] No space left on device", naming neither sparkdoctor nor a way through, and
+    SPARKDOCTOR_SPARKRUN_ALLOW=1 did not let it through. A gate that did not run is no pass: refused in one line that
+    names the cause and `allow`; with `allow` the line is printed and the launch goes on."""
+    full = tmp_path / "full"
+    full.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(full)], check=True, timeout=30)
+    try:  # one page left: Python's tempfile still picks the folder (its 4-byte probe fits), the recipe does not
+        (full / "fill").write_bytes(b"\0" * 12 * 1024)
+        recipe = sparkrun.root / "big.yaml"
+        recipe.write_text(sparkrun.recipes["clean"].read_text().replace("runtime: vllm\n",
+                                                                         f"runtime: vllm\ndescription: {'d' * 12000}\n"))
+        sparkrun.recipes["big"] = recipe
+        done = launch(sparkrun, "big", TMPDIR=str(full))
+        out = done.stdout + done.stderr
+        assert done.returncode == 1, out[-3000:]
+        assert (f"{REFUSED}the gate could not run: cannot write the recipe as sparkrun resolved it under {full}: "
+                "[Errno 28] No space left on device (to launch anyway: allow: true in the recipe's sparkdoctor item, "
+                f"or {ALLOW_ENV}=1)") in out, out[-3000:]
+        assert "[1/6] Preparing" not in out
+        allowed = launch(sparkrun, "big", TMPDIR=str(full), **{ALLOW_ENV: "1"})
+        out = allowed.stdout + allowed.stderr
+        assert "sparkdoctor (allowed, not enforced): the gate could not run: cannot write the recipe" in out, out[-3000:]
+        assert "[1/6] Preparing" in out and "launch preparation failed" not in out, out[-3000:]
+    finally:
+        subprocess.run(["umount", "-l", str(full)], check=False, timeout=30)

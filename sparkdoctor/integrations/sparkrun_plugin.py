@@ -15,6 +15,7 @@ sparkrun is imported inside register() and the step only: importing this module,
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import threading
@@ -24,8 +25,9 @@ from typing import Any
 
 import yaml
 
-from sparkdoctor.integrations.preflight import Settings, SettingsError, judge
+from sparkdoctor.integrations.preflight import Settings, SettingsError, Verdict, allowed_by_env, judge
 from sparkdoctor.recipes.model import Recipe
+from sparkdoctor.text import one_line
 
 SPARKRUN_PLUGIN_API_VERSION = 1  # core/registration.py PLUGIN_API_VERSION at sparkrun 0.4.2
 ITEM = "sparkdoctor"
@@ -104,11 +106,17 @@ def preflight(context: Any, _receipts: object) -> dict[str, object]:
         say(f"sparkdoctor: memory not judged: {why_not}")
     for ref in unresolved:
         say(f"sparkdoctor: mod {ref} is not beside the recipe (a registry mod sparkrun fetches later): not judged")
-    with tempfile.TemporaryDirectory(prefix="sparkdoctor-sparkrun-") as folder:
-        exported = export_recipe(recipe, getattr(context.options, "overrides", None), Path(folder))
-        verdict = judge(str(exported), mods, image, settings, model=model)
+    try:
+        with tempfile.TemporaryDirectory(prefix="sparkdoctor-sparkrun-") as folder:
+            exported = export_recipe(recipe, getattr(context.options, "overrides", None), Path(folder))
+            verdict = judge(str(exported), mods, image, settings, model=model)
+    except Exception as exc:  # the step's own failure (a value YAML cannot hold, a full disk): no gate ran, no pass
+        verdict = Verdict([f"the gate could not run: cannot write the recipe as sparkrun resolved it under "
+                           f"{tempfile.gettempdir()}: {one_line(str(exc) or type(exc).__name__)[:300]}"],
+                          allowed=settings.allow or allowed_by_env(os.environ))
+        exported = None
     shown = f"{getattr(recipe, 'source_path', None) or recipe.name} (as sparkrun resolved it)"
-    verdict.reasons = [r.replace(str(exported), shown) for r in verdict.reasons]  # the scratch copy is gone now
+    verdict.reasons = [r.replace(str(exported), shown) if exported else r for r in verdict.reasons]  # the copy is gone
     if verdict.refused:
         raise LaunchRefused(verdict.message())
     for reason in verdict.reasons:
