@@ -100,8 +100,12 @@ def _merge(facts: Facts, collector: str, result: object) -> None:
     if unknown:
         facts.add_error(collector, f"collector returned unknown Facts field(s): {', '.join(unknown)[:200]}")
         return
+    try:  # a target's odd file names become printable text, here, once
+        result = {key: scrub(value) for key, value in result.items()}
+    except RecursionError:  # a probe's answer nested past Python's limit: that collector's error, never the run's
+        facts.add_error(collector, "collector returned values nested too deeply to read")
+        return
     for key, value in result.items():
-        value = scrub(value)  # a target's odd file names become printable text, here, once
         current = getattr(facts, key)
         if isinstance(current, dict) and isinstance(value, dict):
             current.update(value)  # e.g. kernels/capabilities from several collectors

@@ -59,9 +59,10 @@ def run(ctx: Context) -> dict[str, object]:
     packages = data.get("packages")
     if not isinstance(packages, dict):
         raise CollectorError(f"probe {PROBE} reported no package list")
-    for key in ("target", "host"):
-        if not isinstance(data.get(key) or {}, dict):
-            raise CollectorError(f"probe {PROBE} printed JSON of the wrong shape: field {key!r} is no object")
+    for key, kind, name in (("target", dict, "object"), ("host", dict, "object"), ("errors", list, "list"),
+                            ("unlisted", list, "list")):
+        if not isinstance(data.get(key) or kind(), kind):
+            raise CollectorError(f"probe {PROBE} printed JSON of the wrong shape: field {key!r} is no {name}")
 
     for item in data.get("errors") or []:
         if isinstance(item, dict) and item.get("error"):

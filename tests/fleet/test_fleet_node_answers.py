@@ -185,3 +185,44 @@ def test_an_interpreter_that_fails_on_the_node_is_not_said_to_be_ssh(nodes, tmp_
     monkeypatch.setenv("PATH", f"{shim_dir}:{os.environ['PATH']}")
     outcome = collect_node(SshTransport(), Node("broken", python=str(python)), 60.0, "sm_121a")
     assert outcome.problem == "the node's interpreter exited 1: boom", outcome.problem
+
+
+PART_TAMPER = """#!{python}
+import json, subprocess, sys
+done = subprocess.run([{real!r}, *sys.argv[1:]], stdin=sys.stdin, capture_output=True, text=True)
+whole = json.loads(done.stdout.strip().splitlines()[-1])
+for part in whole["sparkdoctor_multi"]:
+    answer = json.loads(part["stdout"].strip().splitlines()[-1])
+    if {marker!r} in answer:
+        answer[{field!r}] = "@@"
+        part["stdout"] = json.dumps(answer).replace('"@@"', {value!r}) + "\\n"
+sys.stdout.write(json.dumps(whole) + "\\n")
+"""
+DEEP_OBJECTS = '{"a": ' * 500 + "1" + "}" * 500  # within json's limit, past Python's for a walk that recurses
+
+
+@pytest.mark.parametrize(("marker", "field", "value", "collector", "said"), [
+    # run_collectors wrote the answer into Facts with a recursive walk: RecursionError ended it with the rest of the
+    # collectors unmerged; the node was judged on half its facts, or its line was Python's own words
+    ("capabilities", "capabilities", DEEP_OBJECTS, "capabilities", "nested too deeply"),
+    ("target", "cutedsl", DEEP_OBJECTS, "target", "nested too deeply"),
+    # "TypeError: 'int' object is not iterable"
+    ("target", "errors", "5", "target", "field 'errors' is no list"),
+    ("target", "unlisted", "true", "target", "field 'unlisted' is no list"),
+])
+def test_a_check_probe_answering_an_odd_shape_on_a_node_is_that_collectors_error(nodes, tmp_path, monkeypatch, marker,
+                                                                                  field, value, collector, said):
+    from sparkdoctor.fleet.node import collect_node
+    from sparkdoctor.fleet.transport import Node, SshTransport
+
+    inventory, shim_dir = nodes
+    real = next(line.split('"')[1] for line in inventory.read_text().splitlines() if line.startswith("python"))
+    python = tmp_path / "python-odd"
+    python.write_text(PART_TAMPER.format(python=sys.executable, real=real, marker=marker, field=field, value=value))
+    python.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim_dir}:{os.environ['PATH']}")
+    outcome = collect_node(SshTransport(), Node("odd", python=str(python)), 120.0, "sm_121a")
+    assert outcome.ok and outcome.facts is not None, outcome.problem
+    errors = {e["collector"]: e["error"] for e in outcome.facts.errors}
+    assert said in errors.get(collector, "") and "Error" not in errors[collector], errors
+    assert outcome.facts.fleet is not None and outcome.facts.fleet.get("hostname")  # the rest was merged and judged
