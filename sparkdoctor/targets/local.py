@@ -280,6 +280,9 @@ def parse_json_probe(target: Target, script: Path, result: proc.ProcResult) -> d
         data = None
     if data is None:
         _refuse_not_python(target)  # `--python /bin/true` exits 0 and prints nothing: not a probe that went wrong
+        if result.dropped:  # past the bytes read of it (proc's head and tail): the JSON line lost its middle
+            raise TargetError(f"probe {name} printed more than is read of it ({result.dropped:,} bytes in its middle "
+                              "were dropped): no JSON is left to read")
         first = (lines or ["no output"])[-1][:200]
         raise TargetError(f"probe {name} printed no JSON: {first}")
     if not isinstance(data, dict):

@@ -226,3 +226,21 @@ def test_a_check_probe_answering_an_odd_shape_on_a_node_is_that_collectors_error
     errors = {e["collector"]: e["error"] for e in outcome.facts.errors}
     assert said in errors.get(collector, "") and "Error" not in errors[collector], errors
     assert outcome.facts.fleet is not None and outcome.facts.fleet.get("hostname")  # the rest was merged and judged
+
+
+def test_a_node_answering_more_than_is_read_is_said_to_be_cut_not_to_print_no_json(nodes, tmp_path, monkeypatch):
+    """Past the bytes read of a command's output (proc's head and tail) the middle is dropped, and the JSON with it:
+    the node's line was "printed no JSON: yyyyyyyy...", the answer's tail, which says nothing of why."""
+    from sparkdoctor.fleet.node import collect_node
+    from sparkdoctor.fleet.transport import Node, SshTransport
+    from sparkdoctor.pipes import HEAD_BYTES, TAIL_BYTES
+
+    python = tmp_path / "python-big"
+    python.write_text("#!/bin/sh\ncat >/dev/null\n"
+                      f"exec python3 -c 'print(\"{{\\\"pad\\\": \\\"\" + \"y\" * {HEAD_BYTES + TAIL_BYTES + (1 << 20)} + \"\\\"}}\")'\n")
+    python.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{nodes[1]}:{os.environ['PATH']}")
+    outcome = collect_node(SshTransport(), Node("big", python=str(python)), 60.0, "sm_121a")
+    assert not outcome.ok and "\n" not in str(outcome.problem) and len(str(outcome.problem)) <= 300, outcome.problem
+    assert str(outcome.problem).startswith("printed more than is read of it (1,0"), outcome.problem
+    assert str(outcome.problem).endswith("bytes in its middle were dropped): no JSON is left to read"), outcome.problem
