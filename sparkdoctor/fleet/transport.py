@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import shlex
 import time
 from dataclasses import dataclass
@@ -103,6 +104,10 @@ class _RayRunning(proc.Running):
             return proc.ProcResult(self.argv, None, "", "", time.monotonic() - self.started,
                                    start_error=f"the Ray task failed: {first[:300]}")
         seconds = time.monotonic() - self.started
+        if not isinstance(out, dict) or not all(isinstance(out.get(k) or "", str) for k in ("stdout", "stderr")) \
+                or not isinstance(out.get("returncode"), (int, type(None))):  # a node's Ray worker answers this
+            return proc.ProcResult(self.argv, None, "", "", seconds,
+                                   start_error="the Ray task answered something that is not a probe's record")
         if out.get("start_error"):
             return proc.ProcResult(self.argv, None, "", "", seconds, start_error=f"{out.get('python')}: {out['start_error']}")
         return proc.ProcResult(self.argv, out.get("returncode"), out.get("stdout") or "", out.get("stderr") or "", seconds,
@@ -140,13 +145,15 @@ class RayTransport:
         self.command_task = ray.remote(on_node.run_command)
 
     def nodes(self, python: str | None = None, container: str | None = None, runtime: str = "docker") -> list[Node]:
-        alive = [n for n in self.ray.nodes() if n.get("Alive")]
-        addresses = [n.get("NodeManagerAddress") for n in alive]
+        """The live nodes, each named by the address it registered: a node's own word, so only a plain host name or
+        address (one host wherever a command line takes a host, never an option), else `?`."""
+        alive = [(_plain(n.get("NodeManagerAddress")), str(n.get("NodeID") or "")) for n in self.ray.nodes()
+                 if isinstance(n, dict) and n.get("Alive") is True]
+        addresses = [address for address, _ in alive]
         found = []
-        for n in sorted(alive, key=lambda n: (n.get("NodeManagerAddress") or "", n["NodeID"])):
-            address = n.get("NodeManagerAddress") or "?"
-            name = address if addresses.count(address) == 1 else f"{address}#{n['NodeID'][:8]}"
-            found.append(Node(name, python, container, runtime, ray_node_id=n["NodeID"]))
+        for address, node_id in sorted(alive):
+            name = address if addresses.count(address) == 1 else f"{address}#{node_id[:8]}"
+            found.append(Node(name, python, container, runtime, ray_node_id=node_id))
         return found
 
     def _pinned(self, node: Node) -> dict[str, object]:
@@ -173,4 +180,12 @@ class RayTransport:
             self.ray.shutdown()
 
 
+def _plain(address: object) -> str:
+    """A registered address as a node's name: a host name or address of letters, digits, `.`, `:`, `-` (not first),
+    else `?` (a comma or a leading `-` would be more hosts, or an option, in mpirun's -H or ssh's argv)."""
+    text = address if isinstance(address, str) else ""
+    return text if _HOST.fullmatch(text) else "?"
+
+
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.:-]{0,252}")
 Transport = SshTransport | RayTransport
