@@ -25,7 +25,13 @@ from typing import Any
 
 import yaml
 
-from sparkdoctor.integrations.preflight import Settings, SettingsError, Verdict, allowed_by_env, judge
+from sparkdoctor.integrations.preflight import (
+    Settings,
+    SettingsError,
+    Verdict,
+    allowed_by_env,
+    judge,
+)
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.text import one_line
 
