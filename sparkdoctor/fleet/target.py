@@ -16,6 +16,7 @@ from sparkdoctor import proc
 from sparkdoctor.fleet.bundle import bundle, multi_bundle, probe_of
 from sparkdoctor.fleet.transport import Node, Transport
 from sparkdoctor.targets.local import TargetError
+from sparkdoctor.text import one_line
 
 DEFAULT_PYTHON = "the node's default python"
 INTERPRETER = "the node's interpreter"  # it exited non-zero before the batch answered: ssh passed its status on
@@ -72,7 +73,7 @@ class _Batch:
         item = self.parts[index]
         if item.get("start_error"):
             return dataclasses.replace(whole, argv=[PART], returncode=None, stdout="", stderr="",
-                                       start_error=str(item["start_error"]))
+                                       start_error=one_line(str(item["start_error"]))[:300])  # the node's words
         code = item.get("returncode")  # the probe's own status: ssh ran, the node's interpreter exited so
         return dataclasses.replace(whole, argv=[PART], returncode=code if isinstance(code, int) else None,
                                    stdout=str(item.get("stdout") or ""),

@@ -244,3 +244,21 @@ def test_a_node_answering_more_than_is_read_is_said_to_be_cut_not_to_print_no_js
     assert not outcome.ok and "\n" not in str(outcome.problem) and len(str(outcome.problem)) <= 300, outcome.problem
     assert str(outcome.problem).startswith("printed more than is read of it (1,0"), outcome.problem
     assert str(outcome.problem).endswith("bytes in its middle were dropped): no JSON is left to read"), outcome.problem
+
+
+def test_a_start_error_the_batch_reports_for_a_probe_is_one_short_line(nodes, tmp_path, monkeypatch):
+    """The batch's record of each probe carries the node's own words for a probe that could not start: a node that says
+    300,000 characters over two lines there put all of them, line break and all, in the node's facts and its JSON."""
+    from sparkdoctor.fleet.node import collect_node
+    from sparkdoctor.fleet.transport import Node, SshTransport
+
+    python = tmp_path / "python-says"
+    python.write_text(PROBE_FAILS.format(python=sys.executable, real=next(
+        line.split('"')[1] for line in nodes[0].read_text().splitlines() if line.startswith("python"))).replace(
+        'part.update(returncode=1, stdout="", stderr="boom")', 'part.update(returncode=None, start_error="x" * 300000 + "\\nnext")'))
+    python.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{nodes[1]}:{os.environ['PATH']}")
+    outcome = collect_node(SshTransport(), Node("says", python=str(python)), 120.0, "sm_121a")
+    assert outcome.facts is not None, outcome.problem
+    [target] = [e["error"] for e in outcome.facts.errors if e["collector"] == "target"]
+    assert "could not start: xxx" in target and len(target) < 500 and "\n" not in target, (len(target), target[-80:])
