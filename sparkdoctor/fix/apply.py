@@ -170,6 +170,10 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
                             outside)
         step("journal-complete")
         restorer = Restorer(target, journal, installer, sides, Boundaries("auto-rollback"))
+        try:  # the rollback of a failed apply writes as `fix --rollback` would: where checked now, through no link
+            restorer.pin_writes(*refuse_stray_paths(journal, now, label, sides["target"]))
+        except JournalError as exc:
+            raise UnchangedError(f"{exc} (journal {journal.id} was not used)") from None
         ctx = Context(journal, installer, inventory, sides, restorer)
         actions = actions_of(plan, ctx, injected)
         problems = verify_all(actions)

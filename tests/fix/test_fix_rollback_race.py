@@ -23,12 +23,17 @@ from tests.fix.test_fix_targets import sd
 def held_rollback(journal: str, boundary: str, plant: Callable[[], None]) -> subprocess.CompletedProcess:
     """`fix --rollback JOURNAL` stopped at its boundary (waitpid WUNTRACED: no polling, no clock), `plant()` run while
     it is held, then let go."""
-    argv = [sys.executable, "-m", "sparkdoctor", "fix", "--rollback", journal]
-    env = {**os.environ, "SPARKDOCTOR_FIX_STOP_AT": f"rollback:{boundary}"}
+    return held(["fix", "--rollback", journal], f"rollback:{boundary}", plant)
+
+
+def held(args: list[str], stop_at: str, plant: Callable[[], None], **env: str) -> subprocess.CompletedProcess:
+    """`sparkdoctor ARGS` stopped where SPARKDOCTOR_FIX_STOP_AT=stop_at says, `plant()` run while it is held, then let go."""
+    argv = [sys.executable, "-m", "sparkdoctor", *args]
+    env = {**os.environ, **env, "SPARKDOCTOR_FIX_STOP_AT": stop_at}
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as p:
         try:
             _pid, status = os.waitpid(p.pid, os.WUNTRACED)
-            assert os.WIFSTOPPED(status), f"the rollback ended before its {boundary} boundary"
+            assert os.WIFSTOPPED(status), f"it ended before {stop_at}"
             plant()
             os.kill(p.pid, signal.SIGCONT)
             out, err = p.communicate(timeout=600)
@@ -79,3 +84,39 @@ def test_an_edited_file_replaced_by_a_link_after_the_check_is_not_written_throug
     error(res, 4, f"journal {journal.name}: {env_file}: not written: it is a symbolic link", "the rollback stopped")
     assert other.read_text() == "another file\n" and env_file.is_symlink()
     assert jr.load(journal.name).status() == "rollback interrupted"
+
+
+def test_the_rollback_of_a_failed_apply_writes_through_no_link_either(wheels, tmp_path, monkeypatch):
+    """The apply's installer fails at step 5 and the apply rolls itself back; after pip's reinstall in that automatic
+    rollback, before the journal's copies (the hand-edited idna/core.py) are written, idna's folder is moved out of the
+    venv and linked back. The copy is not written through the link: the automatic rollback stops with the link named
+    and `fix --rollback` finishes once it is gone."""
+    monkeypatch.setenv("SPARKDOCTOR_STATE_DIR", str(tmp_path / "state"))
+    python = scenario.make_target(tmp_path / "target", "pip", wheels)
+    env_file, pins = scenario.files_for(tmp_path / "target")
+    before = scenario.state(python, [env_file, pins])
+    site = next(python.parent.parent.glob("lib/python*/site-packages"))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    seen: dict = {}
+
+    def plant() -> None:
+        shutil.move(str(site / "idna"), outside / "idna")
+        (site / "idna").symlink_to(outside / "idna")
+        seen["outside"] = scenario.snapshot(outside)
+
+    data = scenario.DATA
+    res = held(["fix", "--python", str(python), "--no-kernels", "--matrix", str(data / "matrix"), "--fixes", str(data / "fixes"),
+                "--env-file", str(env_file), "--yes"], "auto-rollback:reinstalled", plant,
+               PIP_CONSTRAINT=str(pins), SPARKDOCTOR_FIX_FAULT="bad-version:5")
+    assert res.returncode != 0 and "the automatic rollback failed too" in res.stderr, res.stdout + res.stderr
+    assert f"{site}/idna is a symbolic link" in res.stderr and "follows no link" in res.stderr, res.stderr
+    assert scenario.snapshot(outside) == seen["outside"], "nothing was written through the link"
+    (journal,) = scenario.journals(tmp_path / "state")
+    assert jr.load(journal.name).status() == "rollback interrupted"
+
+    (site / "idna").unlink()
+    shutil.move(str(outside / "idna"), site / "idna")
+    again = scenario.fix_cli(None, "--rollback", journal.name, env={"PIP_CONSTRAINT": str(pins)})
+    assert again.returncode == 0 and "rolled back" in again.stdout, again.stdout + again.stderr
+    assert scenario.diff(before, scenario.state(python, [env_file, pins])) == []
