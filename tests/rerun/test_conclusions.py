@@ -195,6 +195,18 @@ def test_a_second_rerun_waits_for_the_one_re_measuring_the_ledger(tmp_path, here
     assert runner.invoke(app, ["rerun", "--ledger", str(path)]).exit_code == 0
 
 
+def test_a_relative_python_is_recorded_absolute_so_rerun_finds_it_from_any_folder(tmp_path, here_facts, monkeypatch):
+    """`bench A --vs B --python ../venv --conclude X` recorded `../venv`: `rerun` from another folder said
+    `--python ../venv: no such interpreter` (exit 4), or re-measured whatever venv that names there. A bare name
+    (`python3`, looked up on PATH) is kept as given."""
+    path, paths = _ledger(tmp_path, here_facts)
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    doc = {"comparison_id": 1, "a": "one-seq", "b": "default", "levels": [], "verdict": "faster", "min_effect": 0.02}
+    for given, stored in (("../venv", str(tmp_path / "venv")), ("python3", "python3"), (None, None)):
+        assert store.conclude(f"rel-{given}", doc, paths["A"], paths["B"], given, path)["python"] == stored
+
+
 def test_outcomes_hold_flip_or_change_by_verdict_and_ci():
     def level(r, lo, hi, verdict):
         return [{"concurrency": 1, "ratio": {"ratio": r, "ci_low": lo, "ci_high": hi, "verdict": verdict}}]
