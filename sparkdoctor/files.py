@@ -146,7 +146,7 @@ def write_text(path: Path, text: str) -> None:
         why = exc.strerror or str(exc)
         if final.exists():
             raise OutputError(f"no file can be made beside it in {folder} ({why}), where it is written before it is "
-                              "renamed over FILE") from None
+                              f"renamed over {final.name}") from None
         # a folder that is there but takes no new file (/proc says ENOENT): not "no such file"
         raise OutputError(f"no file can be made in {folder} ({why})" if folder.is_dir() else f"{folder}: {why}") from None
     try:

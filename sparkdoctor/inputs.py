@@ -26,6 +26,7 @@ import fcntl
 import json
 import math
 import os
+import re
 import select
 import stat
 import time
@@ -85,6 +86,14 @@ def kind_of(path: Path | str) -> str:
 # the kernel's own file systems, whose "regular files" are interfaces (/dev is not here: its devices are refused by what
 # they are, and /dev/shm holds real files, models copied there among them)
 KERNEL_TREES = ("/proc", "/sys")
+
+
+def a_url(text: str) -> str | None:
+    """The one line for a URL where a local file is read (a recipe or a log on a web page): `Path` made `https://x`
+    `https:/x`, "no such file"; None for anything else."""
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", text):
+        return f"{text}: a URL; sparkdoctor reads local files: download it first (curl -fLO URL) and give the file"
+    return None
 
 
 def kernel_file(path: Path | str) -> str | None:

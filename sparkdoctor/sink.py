@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import io
 import re
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,8 +50,9 @@ class Sink:
 
         if self.to_file:
             return escaping(Console(file=io.StringIO(), width=FILE_WIDTH, no_color=True, force_terminal=False, **settings))
-        return escaping(Console(width=width, file=unwritten(sys.stdout) if sys.stdout is not None else io.StringIO(),
-                                **settings))
+        size = shutil.get_terminal_size()  # COLUMNS, else the terminal's: rich draws a TERM=dumb one 80 wide
+        return escaping(Console(width=width or size.columns, height=size.lines, **settings,
+                                file=unwritten(sys.stdout) if sys.stdout is not None else io.StringIO()))
 
     def capture(self, draw: Callable[[Console], None], width: int | None = None, **settings: Any) -> str:
         """What `draw` prints on this sink's console, as one string (nothing is written yet)."""

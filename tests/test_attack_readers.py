@@ -16,7 +16,6 @@ import pytest
 
 from sparkdoctor.bench import references
 from sparkdoctor.bench.correctness import Answer
-from sparkdoctor.files import OutputError
 from sparkdoctor.fix.envfile import read_env_file
 from sparkdoctor.fix.interface import FixError
 from tests.hostile import hang_guard
@@ -46,12 +45,10 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 def test_a_reference_is_written_only_as_a_regular_file(tmp_path, fifo):
     answer = Answer(prompt="p", text="t")
-    with pytest.raises(OutputError, match="not a regular file"):
-        references.save(fifo, [answer], {})
+    assert "not a regular file" in (references.save(fifo, [answer], {}) or "")
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # still the FIFO: not replaced by a file
-    with pytest.raises(OutputError, match="is a directory"):
-        references.save(tmp_path, [answer], {})
-    references.save(tmp_path / "ref.json", [answer], {"model": "m"})
+    assert "is a directory" in (references.save(tmp_path, [answer], {}) or "")
+    assert references.save(tmp_path / "ref.json", [answer], {"model": "m"}) is None
     assert references.load(tmp_path / "ref.json")[0][0].text == "t"
 
 

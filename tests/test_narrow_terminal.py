@@ -45,9 +45,10 @@ DIFF = ("diff", FACTS / "gb10-broken.json", FACTS / "nogpu-clean.json")
 LONG_PATH = "vllm/model_executor/layers/quantization/utils/nvfp4_emulation_utils.py"
 
 
-def test_diff_fits_a_narrow_terminal_with_each_difference_aligned(env, tmp_path):
+@pytest.mark.parametrize("term", ["xterm", "dumb"])  # rich drew a TERM=dumb terminal 80 wide, whatever its size
+def test_diff_fits_a_narrow_terminal_with_each_difference_aligned(env, tmp_path, term):
     # before: drawn with soft_wrap, one line per difference however long; the terminal broke them at column 60
-    seen = at_terminal([sys.executable, "-m", "sparkdoctor", *map(str, DIFF)], 60, env, cwd=str(tmp_path))
+    seen = at_terminal([sys.executable, "-m", "sparkdoctor", *map(str, DIFF)], 60, dict(env, TERM=term), cwd=str(tmp_path))
     assert seen.code == 1, seen.text
     lines = seen.lines
     assert max(len(line) for line in lines) <= 60, [line for line in lines if len(line) > 60]
@@ -102,3 +103,11 @@ def test_recipe_check_on_a_pipe_is_drawn_160_wide_whatever_columns_says(env):
     assert done.returncode == 0, done.stderr
     line = next(line for line in done.stdout.splitlines() if "workaround-stale:--enforce-eager" in line)
     assert line == "warn  workaround-stale:--enforce-eager  workaround --enforce-eager is stale: its reason no longer holds here"
+
+
+def test_a_report_piped_at_a_wide_terminal_is_80_columns_wide(env, tmp_path):
+    # before: rich took the width of the terminal that stdin and stderr still were (150), not a pipe's 80
+    log = tmp_path / "kern.log"
+    log.write_text("[1.0] Out of memory: Killed process 42 (VLLM::EngineCor) total-vm:1kB, anon-rss:1kB, file-rss:0kB\n")
+    seen = at_terminal(["sh", "-c", f"{sys.executable} -m sparkdoctor explain {log} | cat"], 150, env, cwd=str(tmp_path))
+    assert seen.code == 0 and 60 < max(len(line) for line in seen.lines) <= 80, seen.text

@@ -221,6 +221,16 @@ def test_a_venvs_bin_folder_is_taken_as_the_venv_and_a_dangling_virtual_env_says
         target_mod.resolve_python_target(str(gone / "bin"))
 
 
+def test_a_venv_folder_given_relative_is_named_by_its_absolute_interpreter(tmp_path, monkeypatch):
+    """`--python venv` kept the path as typed (`venv/bin/python` in the report, a saved snapshot and diff), while
+    `--python venv/bin/python` was made absolute: a snapshot read from another folder named a path that is not there."""
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python").symlink_to(sys.executable)
+    monkeypatch.chdir(tmp_path)
+    for given in ("venv", "venv/bin", "venv/bin/python"):
+        assert target_mod.resolve_python_target(given).python == str(tmp_path / "venv" / "bin" / "python"), given
+
+
 @pytest.mark.parametrize("answer, words", [
     ("exit 0", "it exited 0 without printing anything (another program, not Python?)"),
     ("echo \"$@\"", 'it exited 0 and printed "-S -B -c import sys'),

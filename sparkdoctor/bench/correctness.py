@@ -327,8 +327,9 @@ def step(base_url: str, model: str, vllm: bool, toolchain_facts: Mapping[str, ob
                      not garbage(next(b for b in answers if b.prompt == a.prompt))]:
             verdict = Judgement(Verdict.UNCHECKED, tripped + [f"at concurrency {batch} (the probes sent at once): "
                                                               f"{w}" for w in odd] + ["not stored as a reference"])
+        elif why := references.save(path, answers, {"model": model, "key": key, "taken_at": time.time()}):
+            verdict = Judgement(Verdict.UNCHECKED, tripped + [f"not stored as a reference: {path}: {why}"])
         else:
-            references.save(path, answers, {"model": model, "key": key, "taken_at": time.time()})
             verdict.why += [f"note: the reference itself trips {t}" for t in tripped]
             weak = undecisive(answers)
             if weak and len(weak) == len(answers):

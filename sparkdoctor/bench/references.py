@@ -128,10 +128,15 @@ def load(path: Path, prompts: Sequence[str] = ()) -> tuple[list[Answer] | None, 
     return answers, None
 
 
-def save(path: Path, answers: list[Answer], meta: Mapping[str, object]) -> None:
+def save(path: Path, answers: list[Answer], meta: Mapping[str, object]) -> str | None:
     """Write the reference atomically, as a regular file only (files.write_text: a device, FIFO or folder at
-    `path` is refused with OutputError, never replaced)."""
+    `path` is refused, never replaced); why it could not be written (a read-only or full state folder), else None:
+    the measured run is kept either way."""
 
-    path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"reference_version": REFERENCE_VERSION, **meta, "answers": [a.__dict__ for a in answers]}
-    files.write_text(path, json.dumps(doc, indent=1, allow_nan=False))  # a ValueError: the caller refuses NaN first
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        files.write_text(path, json.dumps(doc, indent=1, allow_nan=False))  # a ValueError: the caller refuses NaN first
+    except OSError as exc:  # files.OutputError is one
+        return str(exc) if isinstance(exc, files.OutputError) else exc.strerror or str(exc)
+    return None

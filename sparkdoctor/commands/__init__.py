@@ -101,11 +101,17 @@ def refuse_an_empty_path(param: Parameter) -> None:
     process = param.process_value
 
     def process_value(ctx: Context, value: object) -> object:
+        from sparkdoctor.inputs import a_url
+
+        flag = next((o for o in param.opts if o.startswith("--")), None)  # an argument: its metavar, as --help shows it
+        label = flag or param.metavar or str(param.name).upper()
         if value == "" or (isinstance(value, tuple | list) and "" in value):
             from sparkdoctor.commands.options import empty_path
 
-            flag = next((o for o in param.opts if o.startswith("--")), None)  # an argument: its metavar, as --help shows it
-            raise empty_path(flag or param.metavar or str(param.name).upper())
+            raise empty_path(label)
+        for text in value if isinstance(value, tuple | list) else [value]:
+            if isinstance(text, str) and (why := a_url(text)):  # Path() made it `https:/x`: "no such file"
+                raise UsageError(f"{label} {why}")
         return process(ctx, value)
 
     param.process_value = process_value  # type: ignore[method-assign]  # this parameter's, as parse_args above

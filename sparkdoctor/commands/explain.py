@@ -82,8 +82,10 @@ def read_text(source: str) -> tuple[str, str]:
         data = sys.stdin.buffer.read(MAX_BYTES + 1)
         label = "stdin"
     else:
-        from sparkdoctor.inputs import TooBig, read_bytes
+        from sparkdoctor.inputs import TooBig, a_url, read_bytes
 
+        if why := a_url(source):
+            raise InputError(why)
         path = Path(source)
         try:  # a log file, or a pipe with a writer (`explain <(journalctl ...)`); never a FIFO nobody writes
             data = read_bytes(path, MAX_BYTES, stream=True)

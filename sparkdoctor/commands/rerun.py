@@ -9,6 +9,7 @@ recipe got measurably slower; 4 when a stale conclusion or workaround could not 
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -71,6 +72,7 @@ def run(options: RerunCommand) -> Result[RerunDocument]:
     from sparkdoctor.cli_support import open_ledger
     from sparkdoctor.conclusions import rerun as pipeline
     from sparkdoctor.conclusions.toolchain import Toolchains
+    from sparkdoctor.files import file_lock
     from sparkdoctor.matrix import load
     from sparkdoctor.progress import progress_line
 
@@ -81,7 +83,9 @@ def run(options: RerunCommand) -> Result[RerunDocument]:
                             names=tuple(options.names), allow_load_difference=options.allow_load_difference,
                             force=options.force)
     try:
-        with progress_line(command="rerun") as progress:
+        with contextlib.ExitStack() as held, progress_line(command="rerun") as progress:
+            if not options.dry_run:  # one at a time: two reruns re-measured the same conclusions and recorded each twice
+                held.enter_context(file_lock(Path(f"{led.path}.rerun-lock"), "rerun", led.path))
             planned = pipeline.plan(led, matrix, Toolchains(progress), opts.names)
             doc = RerunDocument(str(led.path), planned)
             if not options.dry_run:

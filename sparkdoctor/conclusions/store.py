@@ -8,6 +8,7 @@ conclusion names its runs by id, so one whose runs were deleted is found out (st
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -142,6 +143,8 @@ def conclude(name: str, comparison: dict[str, Any], path_a: Path, path_b: Path, 
         raise ConclusionError(f"conclusion {name!r}: not recorded: the arms ran under different machine load "
                               f"({(comparison.get('load') or {}).get('differ')}); rerun on a quiet machine or pass "
                               "--allow-load-difference")
+    if python is not None and "/" in python:  # rerun re-measures it from any folder (a bare name: looked up on PATH)
+        python = os.path.abspath(python)
     arms = {"A": Arm(str(Path(path_a).resolve()), str(comparison.get("a") or path_a)),
             "B": Arm(str(Path(path_b).resolve()), str(comparison.get("b") or path_b))}
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sparkdoctor.inputs import kernel_file, kind_of
+from sparkdoctor.inputs import a_url, kernel_file, kind_of
 from sparkdoctor.locations import data_dir
 from sparkdoctor.recipes import eugr, ours, sparkrun
 from sparkdoctor.recipes.model import Recipe, RecipeError
@@ -36,6 +36,8 @@ def shipped() -> list[Path]:
 
 def find(path_or_name: str | Path) -> Path:
     """The file a recipe argument names; RecipeError saying where it looked."""
+    if why := a_url(str(path_or_name)):
+        raise RecipeError(why)
     given = Path(path_or_name)
     if given.is_file():
         if (real := kernel_file(given)) is not None:  # /proc/kmsg is a "regular file" whose read waits for the kernel

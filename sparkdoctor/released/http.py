@@ -185,6 +185,9 @@ class Client:
                 except (OSError, http.client.HTTPException) as exc:
                     self._drop(parts.scheme, parts.netloc)
                     self._wait(until, url)
+                    if isinstance(exc, socket.gaierror):  # "gaierror: [Errno -2] Name or service not known" said less
+                        raise RemoteError(f"{url}: cannot look up {parts.hostname} ({exc.strerror}): no network, or "
+                                          "a mistyped host") from None
                     raise RemoteError(f"{url}: {type(exc).__name__}: {exc}") from None
             self.requests += 1
             self._wait(until, url)  # headers cut short by the timer are no answer

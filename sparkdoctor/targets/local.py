@@ -214,8 +214,8 @@ def _interpreter_at(python: str) -> str:
     path = Path(python)
     if path.is_dir():  # a venv folder given instead of its interpreter
         for name in ("bin/python", "bin/python3", "python", "python3"):  # a venv, or its bin/ folder
-            if (path / name).exists():
-                return str(path / name)
+            if (path / name).exists():  # absolute, as for an interpreter: a snapshot names it read from anywhere
+                return os.path.abspath(path / name)
         for link in (path / "bin" / "python", path / "python"):
             _refuse_dangling(f"--python {python}", link)
         raise TargetError(f"--python {python}: a folder without bin/python")

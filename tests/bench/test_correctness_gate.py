@@ -189,3 +189,17 @@ def test_sarif_of_an_ab_with_a_wrong_arm_names_the_arms():
     log = valid(_sarif(result, Sink(io.StringIO())))
     [found] = log["runs"][0]["results"]
     assert found["ruleId"] == "wrong-answers" and "arm B: wrong" in found["message"]["text"], found
+
+
+def test_a_reference_that_cannot_be_written_keeps_the_measured_run(tmp_path):
+    """`bench --reference` with a state folder that takes no file (a read-only HOME) measured the whole run, then
+    ended with a line naming no file ("no file can be made beside it in ... renamed over FILE"), exit 2, nothing
+    stored. The run is stored now, its answers `unchecked` with the reason and the file, exit 3 (README)."""
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "references").write_text("")  # a file where the folder goes: no reference can be made
+    with serve(Style(answer=" Paris, a large city in Europe with many museums and parks.")) as (url, _):
+        code, out, err = invoke("bench", "--url", url, *QUICK, "--reference", "--format", "json", env=_env(tmp_path))
+    doc = json.loads(out)
+    assert code == 3 and doc["run_id"] == 1 and doc["correctness"]["verdict"] == "unchecked", (code, err)
+    assert any(w.startswith(f"not stored as a reference: {tmp_path / 'state' / 'references'}/")
+               for w in doc["correctness"]["why"]), doc["correctness"]["why"]

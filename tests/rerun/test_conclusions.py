@@ -4,6 +4,7 @@ recipe are refused in one line or reported, never compared."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sqlite3
@@ -174,6 +175,36 @@ def test_an_empty_fail_on_is_refused_never_a_gate_that_passes_everything(tmp_pat
         assert json.loads(bad.stdout)["errors"][0]["code"] == "usage"
     ok = runner.invoke(app, ["rerun", "--dry-run", "--fail-on", "flipped,", "--ledger", str(path)])
     assert ok.exit_code == 0, ok.output
+
+
+def test_a_second_rerun_waits_for_the_one_re_measuring_the_ledger(tmp_path, here_facts, monkeypatch):
+    """Two `rerun`s at once on one ledger both re-measured the same stale conclusion (their A/Bs competing for the
+    cores) and recorded it twice. A rerun holds LEDGER.rerun-lock while it plans and re-measures; another waits
+    ($SPARKDOCTOR_LOCK_WAIT), then one line naming the holder, exit 2. A --dry-run only reads: it never waits."""
+    path, _ = _ledger(tmp_path, here_facts)
+    monkeypatch.setenv("SPARKDOCTOR_LOCK_WAIT", "0.5")
+    fd = os.open(f"{path}.rerun-lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another rerun is re-measuring
+        busy, doc = _json(["rerun", "--ledger", str(path), "--format", "json"])
+        assert busy.exit_code == 2 and doc is not None and doc["exit_code"] == 2, busy.output
+        assert f"rerun: {path} is locked by pid {os.getpid()}" in busy.stderr.splitlines()[-1], busy.stderr
+        assert runner.invoke(app, ["rerun", "--dry-run", "--ledger", str(path)]).exit_code == 0
+    finally:
+        os.close(fd)
+    assert runner.invoke(app, ["rerun", "--ledger", str(path)]).exit_code == 0
+
+
+def test_a_relative_python_is_recorded_absolute_so_rerun_finds_it_from_any_folder(tmp_path, here_facts, monkeypatch):
+    """`bench A --vs B --python ../venv --conclude X` recorded `../venv`: `rerun` from another folder said
+    `--python ../venv: no such interpreter` (exit 4), or re-measured whatever venv that names there. A bare name
+    (`python3`, looked up on PATH) is kept as given."""
+    path, paths = _ledger(tmp_path, here_facts)
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    doc = {"comparison_id": 1, "a": "one-seq", "b": "default", "levels": [], "verdict": "faster", "min_effect": 0.02}
+    for given, stored in (("../venv", str(tmp_path / "venv")), ("python3", "python3"), (None, None)):
+        assert store.conclude(f"rel-{given}", doc, paths["A"], paths["B"], given, path)["python"] == stored
 
 
 def test_outcomes_hold_flip_or_change_by_verdict_and_ci():
