@@ -105,6 +105,50 @@ def test_a_package_that_imports_with_its_dist_info_gone_is_a_finding_not_not_ins
     assert f"no-metadata-{NAME}" in shown.stdout
 
 
+ENTRIES = '''component = "local"
+
+[[entry]]
+id = "quack-needs-a-fix"
+title = "quack-kernels 0.1 needs a fix"
+severity = "warn"
+action = "monitor"
+summary = "An entry on quack-kernels' version."
+remedy = "upgrade quack-kernels"
+when.packages = { "quack-kernels" = "<0.2" }
+refs = ["https://example.org/a-local-entry"]
+evidence = "reported"
+
+[[entry]]
+id = "quack-absent"
+title = "quack-kernels is not installed"
+severity = "info"
+action = "monitor"
+summary = "An entry on quack-kernels' absence."
+remedy = "install quack-kernels"
+when.not_installed = ["quack-kernels"]
+refs = ["https://example.org/a-local-entry"]
+evidence = "reported"
+'''
+
+
+def test_the_entries_of_a_package_without_metadata_are_unknown_not_clear(venv, tmp_path):
+    """Its code is there (it imports) at a version pip does not know: an entry on its version or its absence cannot be
+    judged. Before, both were clear ("not installed"), and the summary said every entry was checked."""
+    matrix = tmp_path / "matrix"
+    matrix.mkdir()
+    (matrix / "local.toml").write_text(ENTRIES)
+    args = ("check", "--python", str(venv), "--no-kernels", "--matrix", str(matrix))
+    assert "quack-needs-a-fix" in findings(json.loads(cli(*args, "--format", "json").stdout))  # healthy: judged
+    shutil.rmtree(site(venv) / "quack_kernels-0.1.0.dist-info")
+    document = json.loads(cli(*args, "--format", "json").stdout)
+    assert not [i for i in findings(document) if i.startswith("quack-")]
+    unknown = {u["id"]: u for u in document["unknown"]}
+    assert sorted(unknown) == ["quack-absent", "quack-needs-a-fix"], document["unknown"]
+    assert document["summary"]["unknown"] == 2
+    console = cli(*args).stdout
+    assert "could not evaluate (2)" in console and "2 unknown" in console, console
+
+
 def test_a_healthy_install_has_no_such_finding(venv):
     document = check_json(venv)
     assert not [i for i in findings(document) if i.startswith(("no-metadata-", "no-record-"))]
