@@ -194,6 +194,8 @@ def test_whatif_lists_checks_own_findings(venv, wheels):
     assert [c["name"] for c in document["changes"]] == [NAME]
     assert [r["id"] for r in document["fixed"]] == [f"files-missing-{NAME}"]
     assert not [r for r in document["unchanged"] + document["introduced"] if r["id"].startswith("files-missing-")]
+    # what it does not judge it says: check's kernel probes are compiled by neither side without --probe
+    assert [n for n in document["notes"] if n.startswith("no kernel probe was compiled")], document["notes"]
 
 
 def test_whatif_keeps_a_record_less_install_and_says_the_upgrade_stops(venv, wheels):
