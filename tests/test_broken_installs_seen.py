@@ -174,6 +174,22 @@ def test_a_dist_info_without_record_is_a_warning_and_fix_says_pip_cannot_uninsta
     assert f"no-record-{NAME}" not in findings(check_json(venv))
 
 
+def test_a_record_less_dist_the_matrix_names_is_a_warning_even_if_untracked(venv, tmp_path):
+    """The matrix judges a distribution the probe does not track (ray, nvitop, ...): with no RECORD pip cannot upgrade or
+    uninstall it either. One nothing names (a Debian-installed one in a system interpreter) gives nothing."""
+    pure_wheel(tmp_path, "serve-helper", "1.0", modules={"serve_helper/__init__.py": b""})
+    assert pip_of(venv, "install", "-q", "--no-index", "--find-links", str(tmp_path), "serve-helper==1.0").returncode == 0
+    (site(venv) / "serve_helper-1.0.dist-info" / "RECORD").unlink()
+    matrix = tmp_path / "matrix"
+    matrix.mkdir()
+    (matrix / "local.toml").write_text(ENTRIES.replace("quack-kernels" + '" = "<0.2"', 'serve-helper" = ">=2"'))
+    named = json.loads(cli("check", "--python", str(venv), "--no-kernels", "--matrix", str(matrix), "--format", "json").stdout)
+    found = findings(named).get("no-record-serve-helper")
+    assert found is not None and found["severity"] == "warn", sorted(findings(named))
+    assert "--ignore-installed --no-deps 'serve-helper==1.0'" in found["remedy"]
+    assert "no-record-serve-helper" not in findings(check_json(venv))  # the bundled matrix does not name it
+
+
 def test_fix_shows_the_copied_venv_warning_check_shows(venv, tmp_path):
     moved = tmp_path / "moved"
     shutil.copytree(venv, moved, symlinks=True)  # `cp -a`: bin/pip still names venv/bin/python
