@@ -181,8 +181,8 @@ def describe_package(facts, name: str) -> str:
         return "unknown"
     pkg = facts.package(name)
     if pkg is None:  # a package that imports with no .dist-info (no-metadata-*): pip does not list it, Python imports it
-        found = [m for m in getattr(facts, "modules_without_metadata", None) or [] if m.get("distribution") == name]
-        return f"no metadata ({found[0].get('version') or 'a version'} imports)" if found else "not installed"
+        found = facts.unlisted(name)
+        return f"no metadata ({found.get('version') or 'a version'} imports)" if found else "not installed"
     text = str(pkg.get("version"))
     if name == "torch":
         if pkg.get("cuda"):

@@ -162,6 +162,14 @@ class Facts:
             return None
         return self.packages.get(canonicalize_name(name))
 
+    def unlisted(self, name: str) -> dict[str, str | None] | None:
+        """The modules_without_metadata row of `name` when no metadata lists it: its code imports, its version is
+        unknown to pip (what its `__version__` line says is in the row), so an entry about it cannot be judged."""
+        name = canonicalize_name(name)
+        if self.package(name) is not None:
+            return None
+        return next((m for m in self.modules_without_metadata or [] if m.get("distribution") == name), None)
+
     def add_error(self, collector: str, error: str) -> None:
         self.errors.append({"collector": collector, "error": error})
 

@@ -14,7 +14,7 @@ verdict, instead of PASS.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 
 from sparkdoctor.arch import settle
@@ -362,13 +362,14 @@ ENGINE_FINDING_PREFIXES = (PROBE_FINDING_PREFIX, REQUIRES_FINDING_PREFIX, MISSIN
                            NO_RECORD_PREFIX)  # no matrix entry has them
 
 
-def install_findings(facts: Facts) -> list[Finding]:
+def install_findings(facts: Facts, named: Collection[str] = ()) -> list[Finding]:
     """The engine's findings for tracked distributions installed in a broken way (sparkdoctor.requires): files their
-    RECORD lists are gone, a package that imports with no metadata, a .dist-info with no RECORD."""
+    RECORD lists are gone, a package that imports with no metadata, a .dist-info with no RECORD (also of a distribution
+    in `named`: the matrix names it)."""
     found: list[tuple[str, str, Incomplete | Unlisted | NoRecord]] = [
         (f"{MISSING_FILES_PREFIX}{gone.name}", "error" if gone.import_root_gone else "warn", gone) for gone in incomplete_installs(facts)]
     found += [(f"{NO_METADATA_PREFIX}{one.name}", "warn", one) for one in unlisted_installs(facts)]
-    found += [(f"{NO_RECORD_PREFIX}{one.name}", "warn", one) for one in record_less_installs(facts)]
+    found += [(f"{NO_RECORD_PREFIX}{one.name}", "warn", one) for one in record_less_installs(facts, named)]
     return [Finding(id=i, severity=severity, action="fix", title=one.title, summary=one.summary, remedy=one.remedy,
                     evidence=one.evidence, refs=[], component=one.name, evidence_level="reproduced")
             for i, severity, one in found]
@@ -385,7 +386,7 @@ def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: s
             finding.evidence.append(line)
     probe_findings, unverified = check_probes(facts, matched)
     unfinished = unfinished_fix_finding(facts)
-    probe_findings += ([unfinished] if unfinished else []) + requirement_findings(facts) + install_findings(facts)
+    probe_findings += ([unfinished] if unfinished else []) + requirement_findings(facts) + install_findings(facts, matrix.packages())
     findings += [f for f in probe_findings if f.id not in ignore]
     findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.component, f.id))
     ignored = sorted([ev.entry.id for ev in matched if ev.entry.id in ignore] + [f.id for f in probe_findings if f.id in ignore])

@@ -14,7 +14,7 @@ of it, to import.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from packaging.markers import (
@@ -232,9 +232,11 @@ class NoRecord:
         return [f"no RECORD in {clip(one_line(self.info_dir), 200)}"]
 
 
-def record_less_installs(facts: Facts) -> list[NoRecord]:
-    """Tracked .dist-info installs with no RECORD (the probe names the folder in no_record; an .egg-info has no RECORD
-    by design, and pip uninstalls it from its other files)."""
+def record_less_installs(facts: Facts, named: Collection[str] = ()) -> list[NoRecord]:
+    """.dist-info installs with no RECORD (the probe names the folder in no_record; an .egg-info has no RECORD by design,
+    and pip uninstalls it from its other files): tracked ones, and those in `named` (what the matrix names). Not every
+    one: a system interpreter's Debian-installed .dist-info folders have none by design."""
     return [NoRecord(str(pkg.get("name") or name), str(pkg.get("version")), str(pkg["no_record"]))
             for name, pkg in sorted((facts.packages or {}).items())
-            if isinstance(pkg, Mapping) and pkg.get("integrity") == "no-record" and isinstance(pkg.get("no_record"), str)]
+            if isinstance(pkg, Mapping) and isinstance(pkg.get("no_record"), str)
+            and (pkg.get("integrity") == "no-record" or name in named)]

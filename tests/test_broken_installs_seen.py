@@ -105,6 +105,50 @@ def test_a_package_that_imports_with_its_dist_info_gone_is_a_finding_not_not_ins
     assert f"no-metadata-{NAME}" in shown.stdout
 
 
+ENTRIES = '''component = "local"
+
+[[entry]]
+id = "quack-needs-a-fix"
+title = "quack-kernels 0.1 needs a fix"
+severity = "warn"
+action = "monitor"
+summary = "An entry on quack-kernels' version."
+remedy = "upgrade quack-kernels"
+when.packages = { "quack-kernels" = "<0.2" }
+refs = ["https://example.org/a-local-entry"]
+evidence = "reported"
+
+[[entry]]
+id = "quack-absent"
+title = "quack-kernels is not installed"
+severity = "info"
+action = "monitor"
+summary = "An entry on quack-kernels' absence."
+remedy = "install quack-kernels"
+when.not_installed = ["quack-kernels"]
+refs = ["https://example.org/a-local-entry"]
+evidence = "reported"
+'''
+
+
+def test_the_entries_of_a_package_without_metadata_are_unknown_not_clear(venv, tmp_path):
+    """Its code is there (it imports) at a version pip does not know: an entry on its version or its absence cannot be
+    judged. Before, both were clear ("not installed"), and the summary said every entry was checked."""
+    matrix = tmp_path / "matrix"
+    matrix.mkdir()
+    (matrix / "local.toml").write_text(ENTRIES)
+    args = ("check", "--python", str(venv), "--no-kernels", "--matrix", str(matrix))
+    assert "quack-needs-a-fix" in findings(json.loads(cli(*args, "--format", "json").stdout))  # healthy: judged
+    shutil.rmtree(site(venv) / "quack_kernels-0.1.0.dist-info")
+    document = json.loads(cli(*args, "--format", "json").stdout)
+    assert not [i for i in findings(document) if i.startswith("quack-")]
+    unknown = {u["id"]: u for u in document["unknown"]}
+    assert sorted(unknown) == ["quack-absent", "quack-needs-a-fix"], document["unknown"]
+    assert document["summary"]["unknown"] == 2
+    console = cli(*args).stdout
+    assert "could not evaluate (2)" in console and "2 unknown" in console, console
+
+
 def test_a_healthy_install_has_no_such_finding(venv):
     document = check_json(venv)
     assert not [i for i in findings(document) if i.startswith(("no-metadata-", "no-record-"))]
@@ -130,6 +174,22 @@ def test_a_dist_info_without_record_is_a_warning_and_fix_says_pip_cannot_uninsta
     assert f"no-record-{NAME}" not in findings(check_json(venv))
 
 
+def test_a_record_less_dist_the_matrix_names_is_a_warning_even_if_untracked(venv, tmp_path):
+    """The matrix judges a distribution the probe does not track (ray, nvitop, ...): with no RECORD pip cannot upgrade or
+    uninstall it either. One nothing names (a Debian-installed one in a system interpreter) gives nothing."""
+    pure_wheel(tmp_path, "serve-helper", "1.0", modules={"serve_helper/__init__.py": b""})
+    assert pip_of(venv, "install", "-q", "--no-index", "--find-links", str(tmp_path), "serve-helper==1.0").returncode == 0
+    (site(venv) / "serve_helper-1.0.dist-info" / "RECORD").unlink()
+    matrix = tmp_path / "matrix"
+    matrix.mkdir()
+    (matrix / "local.toml").write_text(ENTRIES.replace("quack-kernels" + '" = "<0.2"', 'serve-helper" = ">=2"'))
+    named = json.loads(cli("check", "--python", str(venv), "--no-kernels", "--matrix", str(matrix), "--format", "json").stdout)
+    found = findings(named).get("no-record-serve-helper")
+    assert found is not None and found["severity"] == "warn", sorted(findings(named))
+    assert "--ignore-installed --no-deps 'serve-helper==1.0'" in found["remedy"]
+    assert "no-record-serve-helper" not in findings(check_json(venv))  # the bundled matrix does not name it
+
+
 def test_fix_shows_the_copied_venv_warning_check_shows(venv, tmp_path):
     moved = tmp_path / "moved"
     shutil.copytree(venv, moved, symlinks=True)  # `cp -a`: bin/pip still names venv/bin/python
@@ -150,6 +210,8 @@ def test_whatif_lists_checks_own_findings(venv, wheels):
     assert [c["name"] for c in document["changes"]] == [NAME]
     assert [r["id"] for r in document["fixed"]] == [f"files-missing-{NAME}"]
     assert not [r for r in document["unchanged"] + document["introduced"] if r["id"].startswith("files-missing-")]
+    # what it does not judge it says: check's kernel probes are compiled by neither side without --probe
+    assert [n for n in document["notes"] if n.startswith("no kernel probe was compiled")], document["notes"]
 
 
 def test_whatif_keeps_a_record_less_install_and_says_the_upgrade_stops(venv, wheels):

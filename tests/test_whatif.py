@@ -704,3 +704,24 @@ def test_whatif_says_what_it_is_doing_on_a_terminal(tmp_path, target, monkeypatc
     assert stages[:2] == ["probing the target", "resolving the upgrade (a dry run of the target's installer)"], stages
     shown = fake.getvalue()
     assert "whatif: resolving the upgrade" in shown, shown
+
+
+def test_findings_that_hold_today_and_no_upgrade_touches_are_unchanged_and_kernel_ones_cannot_tell(tmp_path):
+    """fix-unfinished (fix's state file) holds before and after any upgrade: unchanged, so `--strict` gates on it. A
+    failed kernel probe today is cannot tell: whatif compiles no kernel of the upgrade's files. Before, neither was in
+    any list, and whatif said nothing would change while check failed on them."""
+    from sparkdoctor.whatif.resolve import Change
+
+    today = facts_of("0.1.0")
+    today.target = {"fix_unsettled": "a sparkdoctor fix apply of this target did not finish (journal /j/1.json): the "
+                                     "environment may be half-changed; settle it with `sparkdoctor fix --rollback /j/1.json`"}
+    today.kernels = {"cutedsl-nvfp4-mma": {"kind": "cutedsl", "status": "fail", "arch": "sm_121a", "runs": [],
+                                           "detail": "ptxas error: Unexpected instruction types specified for '_mma'"}}
+    changes = [Change("demo", "0.1.0", "0.2.0")]
+    predicted = hypothetical_facts(today, changes, None, [])
+    result = compare(today, predicted, matrix(tmp_path, "warn"), ["demo==0.2.0"], changes, [])
+    assert [r.id for r in result.unchanged] == ["fix-unfinished"]
+    assert [r.id for r in result.cannot_tell] == ["probe-cutedsl-nvfp4-mma"]
+    assert "--probe compiles" in result.cannot_tell[0].unknown[0]
+    assert result.remaining("error") and not result.gate("error")
+    assert [r["id"] for r in result.to_json()["unchanged"]] == ["fix-unfinished"]

@@ -125,6 +125,8 @@ def describe_package(dist, records, cache):
             if checkout and not os.path.isdir(checkout):
                 error("%s %s: its editable checkout %s is gone (moved or deleted): importing it fails; reinstall it "
                       "(pip install -e PATH, from where the checkout is now)" % (dist.name, dist.version, checkout))
+    elif dist.is_dist_info and not os.path.lexists(dist.record_path()):  # pip cannot uninstall it (one stat, no read)
+        pkg["no_record"] = dist.info_dir
     if dist.canonical == "torch":
         pkg.update(torch_build(dist))
     if dist.canonical in REQUIRES_OF:

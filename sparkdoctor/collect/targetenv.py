@@ -113,13 +113,11 @@ def _refuse_wrong_shapes(found: Mapping[str, object]) -> None:
 
 
 def _package(pkg: Mapping[str, object]) -> dict[str, object]:
-    """Tracked packages keep their integrity fields; the rest carry only name, version and location."""
+    """Tracked packages keep their integrity fields; the rest carry only name, version and location, and why the
+    METADATA could not be read (name and version come from the folder name) or where a RECORD is missing."""
     if "integrity" in pkg or "cuda" in pkg or "build_error" in pkg:
         return dict(pkg)
-    base = {key: pkg.get(key) for key in BASE_FIELDS}
-    if pkg.get("metadata_error"):  # unreadable METADATA: name and version come from the folder name
-        base["metadata_error"] = pkg["metadata_error"]
-    return base
+    return {**{key: pkg.get(key) for key in BASE_FIELDS}, **{k: pkg[k] for k in ("metadata_error", "no_record") if pkg.get(k)}}
 
 
 COLLECTOR = Collector("target", run, timeout=PROBE_TIMEOUT + 5)

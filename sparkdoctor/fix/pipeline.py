@@ -70,7 +70,7 @@ def make_plan(request: CheckRequest, options: FixOptions, progress: Callable[[st
 
 
 def record_less(report: Report, inventory: inv_mod.Inventory, refusals: list[str]) -> list[str]:
-    """A note per tracked dist check found with no RECORD (no-record-*) that no refusal names already: pip cannot
+    """A note per dist check found with no RECORD (no-record-*) that no refusal names already: pip cannot
     uninstall it cleanly, so no fix can replace or remove it until it is written again."""
     out = []
     for f in report.findings:

@@ -116,6 +116,10 @@ class Matrix:
     def get(self, entry_id: str) -> Entry | None:
         return next((e for e in self.entries if e.id == entry_id), None)
 
+    def packages(self) -> set[str]:
+        """The distributions an entry's `when.packages` names (as written; the matrix writes them canonical)."""
+        return {str(name) for e in self.entries if isinstance(e.when.get("packages"), dict) for name in e.when["packages"]}
+
 
 @dataclass
 class Check:

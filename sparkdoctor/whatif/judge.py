@@ -13,8 +13,10 @@ from sparkdoctor.conclusions.toolchain import ArmChange, Toolchains
 from sparkdoctor.facts import Facts
 from sparkdoctor.findings import (
     REQUIRES_FINDING_PREFIX,
+    check_probes,
     install_findings,
     requirement_findings,
+    unfinished_fix_finding,
 )
 from sparkdoctor.findings import Finding as EngineFinding
 from sparkdoctor.ledger.store import Ledger
@@ -30,7 +32,7 @@ SEVERITY = {"info": 0, "warn": 1, "error": 2}
 
 @dataclass(frozen=True)
 class FindingRow:
-    """A matrix entry, or one of check's own findings from installed files, judged on one side of the upgrade."""
+    """A matrix entry, or one of check's own findings (installed files, fix's state file, a kernel probe), judged on one side."""
 
     id: str
     severity: str
@@ -178,7 +180,10 @@ def compare(today: Facts, predicted: Facts, matrix: Matrix, specs: list[str], ch
             out.fixed.append(_row(was))
         else:
             out.cannot_tell.append(_row(was, ev.unknowns))
-    _compare_engine(out, today, predicted, {c.name for c in changes})
+    _compare_engine(out, today, predicted, {c.name for c in changes}, matrix.packages())
+    for f in check_probes(today, [ev for ev in before.values() if ev.outcome == "match"])[0]:
+        out.cannot_tell.append(_engine_row(f, ["a kernel check compiled with today's files: whatif compiles none of the "
+                                               "upgrade's (--probe compiles the CuTe DSL and PTX probes with them)"]))
     return out
 
 
@@ -186,13 +191,13 @@ def _engine_row(f: EngineFinding, unknown: list[str] | None = None) -> FindingRo
     return FindingRow(f.id, f.severity, f.title, f.evidence, unknown, f.remedy)
 
 
-def _compare_engine(out: WhatIf, today: Facts, predicted: Facts, changed: set[str]) -> None:
-    """check's own findings from installed files (requires-*, files-missing-*, no-metadata-*, no-record-*) judged on
-    both sides. A changed component's own requires-* cannot be told: the predicted Facts hold its old Requires-Dist,
-    and pip's dry run judged the new one (pip_warnings). probe-* and fix-unfinished are not judged: they come from
-    kernels compiled on the box and from fix's state file, which an upgrade judged without installing does not have."""
-    before = {f.id: f for f in requirement_findings(today) + install_findings(today)}
-    after = {f.id: f for f in requirement_findings(predicted) + install_findings(predicted)}
+def _compare_engine(out: WhatIf, today: Facts, predicted: Facts, changed: set[str], named: set[str]) -> None:
+    """check's own findings from installed files (requires-*, files-missing-*, no-metadata-*, no-record-*) and
+    fix-unfinished (fix's state file, which a prediction keeps) judged on both sides. A changed component's own
+    requires-* cannot be told: the predicted Facts hold its old Requires-Dist, and pip's dry run judged the new one
+    (pip_warnings). probe-* are compare's: today's kernels, the upgrade's compiled by none."""
+    before, after = ({f.id: f for f in requirement_findings(facts) + install_findings(facts, named)
+                      + [f for f in [unfinished_fix_finding(facts)] if f]} for facts in (today, predicted))
     for fid, f in after.items():
         (out.unchanged if fid in before else out.introduced).append(_engine_row(f))
     for fid, f in before.items():

@@ -81,6 +81,7 @@ def judge_upgrade(q: UpgradeQuestion, progress: Callable[[str], None] = lambda m
         recipe_env = dict(recipe.env)
         target = EnvTarget(target, recipe_env)  # as `recipe check`: the capabilities probe reads the recipe's VLLM_* names
     interpreter = str((target.describe() or {}).get("python") or q.python or sys.executable)
+    notes: list[str] = []
     if q.facts_file is not None:
         today = collect(CheckRequest(facts=Facts.load(q.facts_file), arch=q.arch))
         if q.python is None:
@@ -88,6 +89,9 @@ def judge_upgrade(q: UpgradeQuestion, progress: Callable[[str], None] = lambda m
     else:
         progress("probing the target")
         today = apply_arch_override(collect(CheckRequest(target=target, arch=q.arch, kernels=False)), q.arch)
+        if not q.probe:
+            notes.append("no kernel probe was compiled (the target is probed as `check --no-kernels`): a probe-* finding "
+                         "of check is in none of these lists; --probe compiles the probes with the upgrade's files")
         if recipe_env:  # the box's own env stays the box's: the recipe's variables judge only its capabilities
             today.env = box_env(today.env, recipe_env)
         if today.packages is None:  # check's exit 3: no today to judge an upgrade against, and pip is not asked
@@ -95,7 +99,6 @@ def judge_upgrade(q: UpgradeQuestion, progress: Callable[[str], None] = lambda m
             raise TargetUnprobeable(f"the target could not be probed: {why or 'its packages could not be read'}")
 
     seen = Resolution()
-    notes: list[str] = []
     ledger = _ledger(q.ledger, notes)  # before pip's dry run (minutes for vLLM): a ledger that cannot be read says so now
     reader = None
     try:

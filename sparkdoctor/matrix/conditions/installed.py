@@ -27,7 +27,8 @@ def eval_packages(value: dict[str, str], facts: Facts) -> list[Check]:
             continue
         pkg = facts.package(name)
         if pkg is None:
-            out.append(Check("packages", False, f"{name} not installed"))
+            out.append(Check("packages", None, _unlisted(facts, name, f"{name} {spec}")) if facts.unlisted(name)
+                       else Check("packages", False, f"{name} not installed"))
             continue
         version = pkg.get("version")
         ok = version_in(version, spec)
@@ -48,8 +49,16 @@ def eval_not_installed(value: object, facts: Facts) -> list[Check]:
         else:
             pkg = facts.package(name)
             said = "not installed" if pkg is None else f"{shown(pkg.get('version'))} installed"
-            out.append(Check("not_installed", pkg is None, f"{name} {said}"))
+            out.append(Check("not_installed", None, _unlisted(facts, name, f"{name} absent")) if facts.unlisted(name)
+                       else Check("not_installed", pkg is None, f"{name} {said}"))
     return out
+
+
+def _unlisted(facts: Facts, name: str, needs: str) -> str:
+    """Why a condition on a package that imports with no metadata (no-metadata-*) cannot be judged."""
+    version = (facts.unlisted(name) or {}).get("version")
+    return (f"{name} imports with no metadata (its files say {shown(version) if version else 'no version'}; pip lists "
+            f"nothing), entry needs {needs}")
 
 
 def _same_version(a: str, b: str) -> bool:

@@ -101,4 +101,6 @@ def eval_ptxas(value: dict[str, Any], facts: Facts) -> list[Check]:
         if "sm_121a" in value and t.get("sm_121a") is not value["sm_121a"]:
             continue
         return [Check("ptxas", True, f"ptxas {shown(t.get('version'))} at {t.get('path')} ({t.get('source')}) matches {want}")]
+    if "used_by" in value and facts.unlisted(str(value["used_by"])):  # its ptxas is found through its RECORD
+        return [Check("ptxas", None, f"{value['used_by']} imports with no metadata: its ptxas is not known ({want})")]
     return [Check("ptxas", False, f"no ptxas matches {want}")]
