@@ -7,8 +7,10 @@ code from sparkdoctor/exitcodes.py; under `--format json` also as a JSON documen
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import signal
 import sys
 from typing import NoReturn
 
@@ -56,7 +58,12 @@ def _fail(exc: BaseException, message: str, code: int) -> NoReturn:
 
 
 def interrupted(exc: BaseException) -> NoReturn:
-    """SIGINT, SIGTERM or SIGHUP: every child killed, one line, the JSON document if asked for, 128 + signal."""
+    """SIGINT, SIGTERM or SIGHUP: every child killed, one line, the JSON document if asked for, 128 + signal. A second
+    signal (Ctrl-C pressed again; `timeout -s INT` signals the process and then its group) is ignored from here to the
+    exit: it unwound the clean-up with a traceback and no document."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):  # not the main thread
+            signal.signal(sig, signal.SIG_IGN)
     code, why = proc.interrupted(exc)
     _fail(exc, why, code)
 

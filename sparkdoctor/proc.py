@@ -218,11 +218,7 @@ def signals_held() -> Iterator[None]:
 
 def interrupted(exc: BaseException) -> tuple[int, str]:
     """After SIGINT (KeyboardInterrupt) or SIGTERM/SIGHUP (Interrupted): kill every child; the exit
-    code (128 + signal, the shell's convention) and the one line to print. A second signal (Ctrl-C pressed again;
-    `timeout -s INT` signals the process and then its group) no longer unwinds this clean-up with a traceback."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        with contextlib.suppress(ValueError, OSError):  # not the main thread
-            signal.signal(sig, signal.SIG_IGN)
+    code (128 + signal, the shell's convention) and the one line to print."""
     kill_all()
     signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
     name = signal.Signals(signum).name
