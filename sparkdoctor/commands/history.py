@@ -63,6 +63,9 @@ class HistoryCommand:
             from sparkdoctor.text import one_line
 
             raise UsageError(f"--recipe {one_line(self.recipe[:80])}: not a recipe name")
+        if self.recipe is not None and (self.run_id is not None or self.compare or self.html is not None
+                                        or self.import_file is not None or self.delete is not None):
+            raise UsageError("--recipe narrows the list of runs: no RUN_ID, --compare, --html, --import or --delete with it")
         if self.compare and len(self.compare) != 2:
             raise UsageError(f"--compare takes two run ids (--compare A --compare B), got {len(self.compare)}")
         if self.compare and self.run_id is not None:

@@ -139,6 +139,9 @@ def test_history_conclusions_and_rerun_failures_are_their_error_classes(tmp_path
         history.run(history.HistoryCommand(run_id=7, ledger=ledger))
     with pytest.raises(UsageError, match="--compare takes two run ids"):
         history.run(history.HistoryCommand(compare=[1], ledger=ledger))
+    for narrowed in ({"run_id": 1}, {"compare": [1, 2]}, {"delete": 1}):  # a filter of the list that nothing would apply
+        with pytest.raises(UsageError, match="--recipe narrows the list of runs: no RUN_ID, --compare"):
+            history.run(history.HistoryCommand(recipe="tiny", ledger=ledger, **narrowed))
     with pytest.raises(UsageError, match="-o does not go with it"):
         history.run(history.HistoryCommand(html=str(tmp_path / "page.html"), output=tmp_path / "x", ledger=ledger))
     with pytest.raises(SparkdoctorError, match="no conclusion named 'nope'") as info:
