@@ -74,7 +74,8 @@ def judge(conclusion: Conclusion, ledger: Ledger, toolchains: Toolchains) -> Sta
     wanted = [rid for ids in (data.get("runs") or {}).values() for rid in ids]
     gone = sorted(set(wanted) - store.existing_runs(ledger, wanted))
     if gone or not wanted:
-        why = f"runs {', '.join(map(str, gone))} are gone from the ledger" if gone else "it names no runs"
+        why = (f"run{'s' if len(gone) > 1 else ''} {', '.join(map(str, gone))} {'are' if len(gone) > 1 else 'is'} gone from the "
+               "ledger" if gone else "it names no runs")
         return Status(conclusion, "broken", reasons=[f"{why}: nothing left to compare with; record it again"],
                       rerunnable=False)
     status = Status(conclusion, "fresh")

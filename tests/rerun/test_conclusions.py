@@ -98,7 +98,7 @@ def test_a_conclusion_whose_runs_were_deleted_is_broken_not_compared(tmp_path, h
     result, doc = _json(["conclusions", "--ledger", str(path), "--format", "json"])
     (item,) = doc["conclusions"]
     assert item["status"] == "broken" and not item["rerunnable"]
-    assert item["reasons"] == ["runs 2 are gone from the ledger: nothing left to compare with; record it again"]
+    assert item["reasons"] == ["run 2 is gone from the ledger: nothing left to compare with; record it again"]
     plan, doc = _json(["rerun", "--dry-run", "--ledger", str(path), "--format", "json"])
     assert plan.exit_code == 0 and doc["conclusions"][0]["state"] == "broken"
 
