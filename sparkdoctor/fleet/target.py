@@ -75,6 +75,9 @@ class _Batch:
             return dataclasses.replace(whole, argv=[PART], returncode=None, stdout="", stderr="",
                                        start_error=one_line(str(item["start_error"]))[:300])  # the node's words
         code = item.get("returncode")  # the probe's own status: ssh ran, the node's interpreter exited so
+        if code is not None and (not isinstance(code, int) or isinstance(code, bool)):  # not "exited True"
+            return dataclasses.replace(whole, argv=[PART], returncode=None, stdout="", stderr="",
+                                       start_error=f"the node's batch gave the probe a status that is no number: {one_line(repr(code))[:80]}")
         return dataclasses.replace(whole, argv=[PART], returncode=code if isinstance(code, int) else None,
                                    stdout=str(item.get("stdout") or ""),
                                    stderr=str(item.get("stderr") or ""), timed_out=bool(item.get("timed_out")))

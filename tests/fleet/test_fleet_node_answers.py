@@ -262,3 +262,20 @@ def test_a_start_error_the_batch_reports_for_a_probe_is_one_short_line(nodes, tm
     assert outcome.facts is not None, outcome.problem
     [target] = [e["error"] for e in outcome.facts.errors if e["collector"] == "target"]
     assert "could not start: xxx" in target and len(target) < 500 and "\n" not in target, (len(target), target[-80:])
+
+
+def test_a_status_the_batch_reports_that_is_no_number_is_said_so(nodes, tmp_path, monkeypatch):
+    """A probe's status in the batch's record that is no integer (`true`, a string) read `exited True` / `exited None`."""
+    from sparkdoctor.fleet.node import collect_node
+    from sparkdoctor.fleet.transport import Node, SshTransport
+
+    python = tmp_path / "python-odd-status"
+    python.write_text(PROBE_FAILS.format(python=sys.executable, real=next(
+        line.split('"')[1] for line in nodes[0].read_text().splitlines() if line.startswith("python"))).replace(
+        'part.update(returncode=1, stdout="", stderr="boom")', 'part.update(returncode=True, stdout="", stderr="")'))
+    python.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{nodes[1]}:{os.environ['PATH']}")
+    outcome = collect_node(SshTransport(), Node("odd", python=str(python)), 120.0, "sm_121a")
+    assert outcome.facts is not None, outcome.problem
+    [target] = [e["error"] for e in outcome.facts.errors if e["collector"] == "target"]
+    assert "a status that is no number: True" in target and "exited" not in target, target
