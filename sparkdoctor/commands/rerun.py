@@ -79,7 +79,7 @@ def run(options: RerunCommand) -> Result[RerunDocument]:
     options.refuse_bad_options()
     matrix = load(options.matrix)
     led = open_ledger(options.ledger, read_only=options.dry_run)  # a rerun records what it re-measured
-    opts = pipeline.Options(ledger=led.path, matrix=options.matrix, ready_timeout=options.ready_timeout,
+    opts = pipeline.Options(ledger=led.path.absolute(), matrix=options.matrix, ready_timeout=options.ready_timeout,
                             names=tuple(options.names), allow_load_difference=options.allow_load_difference,
                             force=options.force)
     try:

@@ -3,6 +3,9 @@ measured them, and the runs behind it. Plain data; the ledger row holds it as JS
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +50,7 @@ class Conclusion:
     data: {"version", "a": Arm, "b": Arm, "python": the --python given or None, "workload", "pairs",
     "min_effect", "verdict", "levels" (bench's A/B levels: per concurrency the arms' values and the
     ratio B/A with its CI), "runs": {"A": [ids], "B": [ids]}, "fingerprints": {"A", "B"},
-    "recipe_hashes": {"A", "B"}, "bench_version", and after a rerun "previous" (the old numbers) and
+    "recipe_hashes": {"A", "B"}, "bench_version", "folder" (the working folder bench ran in), and after a rerun "previous" (the old numbers) and
     "outcome" details}."""
 
     id: int
@@ -82,6 +85,23 @@ class Conclusion:
             return {**head, "statement": f"(a damaged ledger row: {self.damaged})", "damaged": self.damaged,
                     "runs": {"A": [], "B": []}, "fingerprints": {"A": None, "B": None}}
         return {**head, "statement": self.statement(), **self.data}
+
+
+@contextlib.contextmanager
+def in_folder(data: Mapping[str, object]) -> Iterator[None]:
+    """Work in the folder bench ran in when the conclusion was recorded (its `folder`), where bench found a recipe's
+    model named relative to it (`model = "tiny"`, `--set model=./models/tiny`), whichever folder this runs in. One
+    recorded before the key was kept, or whose folder is gone: this folder, as before."""
+    here, folder = None, data.get("folder")
+    if isinstance(folder, str):
+        with contextlib.suppress(OSError, ValueError):
+            here = os.getcwd()
+            os.chdir(folder)
+    try:
+        yield
+    finally:
+        if here is not None:
+            os.chdir(here)
 
 
 def shape_problem(data: object) -> str | None:

@@ -24,7 +24,7 @@ from sparkdoctor.bench.failures import StoreFailed
 from sparkdoctor.bench.run import resolved_recipe
 from sparkdoctor.conclusions import outcome, staleness, store
 from sparkdoctor.conclusions.documents import RerunDone, RerunPlan
-from sparkdoctor.conclusions.model import Arm, ConclusionError
+from sparkdoctor.conclusions.model import Arm, ConclusionError, in_folder
 from sparkdoctor.conclusions.outcome import NOT_CALLED, WRONG_ARM
 from sparkdoctor.conclusions.store import LedgerReadError
 from sparkdoctor.conclusions.toolchain import Toolchains
@@ -88,25 +88,26 @@ def plan(ledger: Ledger, matrix: Matrix, toolchains: Toolchains, names: tuple[st
     for status in statuses:
         if status.state == "broken":
             continue
-        for arm_name, arm in status.conclusion.arms.items():
-            if arm.drop or arm.path in done or not status.pythons.get(arm_name):
-                continue
-            done.add(arm.path)
-            try:
-                recipe = load_arm(arm, status.conclusion.data.get("sets"))
-                facts = toolchains.facts(status.pythons[arm_name])
-            except ConclusionError:
-                continue  # the conclusion's own status already says why
-            for j in judge_all(recipe, matrix, facts):
-                if j.status != "stale":
+        with in_folder(status.conclusion.data):  # its model folders, as bench found them
+            for arm_name, arm in status.conclusion.arms.items():
+                if arm.drop or arm.path in done or not status.pythons.get(arm_name):
                     continue
-                items.append({"recipe": arm.path, "label": recipe.name, "python": status.pythons[arm_name],
-                              "sets": status.conclusion.data.get("sets") or {},
-                              "local": bool(status.conclusion.data.get("local")), **j.to_dict(),
-                              "measured_by": _measured_by(statuses, recipe, j.workaround.key)})
-            run = ledger.run(status.conclusion.data["runs"][arm_name][-1]) or {}
-            served = (run.get("facts") or {}).get("container") if isinstance(run.get("facts"), dict) else None
-            items += _stale_mods(recipe, arm.path, status.pythons[arm_name], status.conclusion.data, served or {})
+                done.add(arm.path)
+                try:
+                    recipe = load_arm(arm, status.conclusion.data.get("sets"))
+                    facts = toolchains.facts(status.pythons[arm_name])
+                except ConclusionError:
+                    continue  # the conclusion's own status already says why
+                for j in judge_all(recipe, matrix, facts):
+                    if j.status != "stale":
+                        continue
+                    items.append({"recipe": arm.path, "label": recipe.name, "python": status.pythons[arm_name],
+                                  "sets": status.conclusion.data.get("sets") or {}, "folder": status.conclusion.data.get("folder"),
+                                  "local": bool(status.conclusion.data.get("local")), **j.to_dict(),
+                                  "measured_by": _measured_by(statuses, recipe, j.workaround.key)})
+                run = ledger.run(status.conclusion.data["runs"][arm_name][-1]) or {}
+                served = (run.get("facts") or {}).get("container") if isinstance(run.get("facts"), dict) else None
+                items += _stale_mods(recipe, arm.path, status.pythons[arm_name], status.conclusion.data, served or {})
     return RerunPlan(statuses, items)
 
 
@@ -129,7 +130,7 @@ def _stale_mods(recipe: Recipe, path: str, python: str, data: dict[str, Any], se
     items = []
     for mod in found:
         shown = f"mod {mod['name']}"
-        items.append({"recipe": path, "label": recipe.name, "python": python, "sets": data.get("sets") or {},
+        items.append({"recipe": path, "label": recipe.name, "python": python, "sets": data.get("sets") or {}, "folder": data.get("folder"),
                       "local": bool(data.get("local")), "workaround": shown, "key": f"mod:{mod['written']}",
                       "kind": "mod", "because": None, "justified_by": [], "status": "stale",
                       "reasons": [{"entry": shown, "outcome": mod["verdict"], "evidence": mod["evidence"]}],
@@ -169,9 +170,10 @@ def _bench_options(data: dict[str, Any], opts: Options) -> flow.Options:
 
 
 def _measure(arms: dict[str, Arm], data: dict[str, Any], opts: Options) -> dict[str, Any]:
-    recipes = {name: load_arm(arm, data.get("sets")) for name, arm in arms.items()}
     try:
-        return flow.bench_ab(recipes["A"], recipes["B"], _bench_options(data, opts)).to_json()
+        with in_folder(data):  # bench's folder, where it found the recipes' models named relative to it
+            recipes = {name: load_arm(arm, data.get("sets")) for name, arm in arms.items()}
+            return flow.bench_ab(recipes["A"], recipes["B"], _bench_options(data, opts)).to_json()
     except flow.Failure as exc:
         if isinstance(exc, StoreFailed):  # the ledger failed, not the measurement: the whole rerun stops, exit 5
             raise LedgerReadError(str(exc)) from None
@@ -195,7 +197,7 @@ def rerun_one(ledger: Ledger, status: staleness.Status, opts: Options) -> dict[s
     previous.update(id=old.id, created_at=old.created_at, statement=old.statement())
     new = store.record(ledger, old.name, doc, old.arms, old.data.get("python"), previous_id=old.id,
                        outcome=compared["outcome"],
-                       extra={"sets": old.data.get("sets") or {}, "local": bool(old.data.get("local")), "previous": previous, "compared": compared, "arm_changes": arm_changes,
+                       extra={"sets": old.data.get("sets") or {}, "local": bool(old.data.get("local")), "folder": old.data.get("folder"), "previous": previous, "compared": compared, "arm_changes": arm_changes,
                               "changes": status.changes})
     return {"name": old.name, "outcome": compared["outcome"], "load_differ": compared.get("load_differ"),
             "wrong": compared.get("wrong") or [],
@@ -246,12 +248,13 @@ def measure_workaround(ledger: Ledger, item: dict[str, Any], by_name: dict[str, 
     else:
         arms = {"A": Arm(item["recipe"], item["label"]),
                 "B": Arm(item["recipe"], f"{item['label']} without {item['workaround']}", (item["key"],))}
-        data = {"python": item.get("python"), "pairs": 1, "sets": item.get("sets") or {}, "local": item.get("local")}
+        data = {"python": item.get("python"), "pairs": 1, "sets": item.get("sets") or {}, "local": item.get("local"),
+                "folder": item.get("folder")}
         doc = _measure(arms, data, opts)
         found = doc.get("findings") or []
         name = f"workaround:{item['label']}:{item['key']}"
         rec = store.record(ledger, name, doc, arms, item.get("python"),
-                           extra={"sets": data["sets"], "local": bool(data["local"])})
+                           extra={"sets": data["sets"], "local": bool(data["local"]), "folder": data["folder"]})
         levels, source, with_arm = doc.get("levels") or [], f"conclusion {name} (new, comparison {doc['comparison_id']})", "A"
         wrong = wrong_arms(doc)
         by_name[name] = Evidence(levels, wrong)

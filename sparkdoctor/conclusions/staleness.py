@@ -19,7 +19,7 @@ from sparkdoctor.bench import BENCH_VERSION
 from sparkdoctor.bench.model_identity import identity
 from sparkdoctor.bench.run import resolved_recipe
 from sparkdoctor.conclusions import store
-from sparkdoctor.conclusions.model import Conclusion, ConclusionError
+from sparkdoctor.conclusions.model import Conclusion, ConclusionError, in_folder
 from sparkdoctor.conclusions.toolchain import (
     ArmChange,
     Toolchains,
@@ -67,6 +67,11 @@ def _unreadable(run: dict[str, Any] | None) -> str | None:
 
 
 def judge(conclusion: Conclusion, ledger: Ledger, toolchains: Toolchains) -> Status:
+    with in_folder(conclusion.data):  # its recipes' models named relative to bench's folder are found there
+        return _judge(conclusion, ledger, toolchains)
+
+
+def _judge(conclusion: Conclusion, ledger: Ledger, toolchains: Toolchains) -> Status:
     if conclusion.damaged:
         return Status(conclusion, "broken", reasons=[f"its ledger row is damaged ({conclusion.damaged}): record it again"],
                       rerunnable=False)

@@ -149,6 +149,8 @@ def conclude(name: str, comparison: dict[str, Any], path_a: Path, path_b: Path, 
             "B": Arm(str(Path(path_b).resolve()), str(comparison.get("b") or path_b))}
     try:
         with Ledger(ledger_path) as ledger:
-            return record(ledger, name, comparison, arms, python, extra={"sets": dict(sets or {}), "local": local}).to_dict()
+            # the folder it ran in: rerun finds a model named relative to it there, from any folder
+            extra = {"sets": dict(sets or {}), "local": local, "folder": os.getcwd()}
+            return record(ledger, name, comparison, arms, python, extra=extra).to_dict()
     except LedgerError as exc:
         raise LedgerReadError(str(exc)) from None
