@@ -246,36 +246,31 @@ def test_a_node_answering_more_than_is_read_is_said_to_be_cut_not_to_print_no_js
     assert str(outcome.problem).endswith("bytes in its middle were dropped): no JSON is left to read"), outcome.problem
 
 
-def test_a_start_error_the_batch_reports_for_a_probe_is_one_short_line(nodes, tmp_path, monkeypatch):
-    """The batch's record of each probe carries the node's own words for a probe that could not start: a node that says
-    300,000 characters over two lines there put all of them, line break and all, in the node's facts and its JSON."""
+def _target_error_of_a_node_whose_batch_says(part: str, nodes, tmp_path, monkeypatch) -> str:
+    """The target collector's error for a node whose batch records its failing probe with `part.update(PART)`."""
     from sparkdoctor.fleet.node import collect_node
     from sparkdoctor.fleet.transport import Node, SshTransport
 
     python = tmp_path / "python-says"
     python.write_text(PROBE_FAILS.format(python=sys.executable, real=next(
         line.split('"')[1] for line in nodes[0].read_text().splitlines() if line.startswith("python"))).replace(
-        'part.update(returncode=1, stdout="", stderr="boom")', 'part.update(returncode=None, start_error="x" * 300000 + "\\nnext")'))
+        'part.update(returncode=1, stdout="", stderr="boom")', f"part.update({part})"))
     python.chmod(0o755)
     monkeypatch.setenv("PATH", f"{nodes[1]}:{os.environ['PATH']}")
     outcome = collect_node(SshTransport(), Node("says", python=str(python)), 120.0, "sm_121a")
     assert outcome.facts is not None, outcome.problem
     [target] = [e["error"] for e in outcome.facts.errors if e["collector"] == "target"]
+    return target
+
+
+def test_a_start_error_the_batch_reports_for_a_probe_is_one_short_line(nodes, tmp_path, monkeypatch):
+    """The batch's record of each probe carries the node's own words for a probe that could not start: a node that says
+    300,000 characters over two lines there put all of them, line break and all, in the node's facts and its JSON."""
+    target = _target_error_of_a_node_whose_batch_says('returncode=None, start_error="x" * 300000 + "\\nnext"', nodes, tmp_path, monkeypatch)
     assert "could not start: xxx" in target and len(target) < 500 and "\n" not in target, (len(target), target[-80:])
 
 
 def test_a_status_the_batch_reports_that_is_no_number_is_said_so(nodes, tmp_path, monkeypatch):
     """A probe's status in the batch's record that is no integer (`true`, a string) read `exited True` / `exited None`."""
-    from sparkdoctor.fleet.node import collect_node
-    from sparkdoctor.fleet.transport import Node, SshTransport
-
-    python = tmp_path / "python-odd-status"
-    python.write_text(PROBE_FAILS.format(python=sys.executable, real=next(
-        line.split('"')[1] for line in nodes[0].read_text().splitlines() if line.startswith("python"))).replace(
-        'part.update(returncode=1, stdout="", stderr="boom")', 'part.update(returncode=True, stdout="", stderr="")'))
-    python.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{nodes[1]}:{os.environ['PATH']}")
-    outcome = collect_node(SshTransport(), Node("odd", python=str(python)), 120.0, "sm_121a")
-    assert outcome.facts is not None, outcome.problem
-    [target] = [e["error"] for e in outcome.facts.errors if e["collector"] == "target"]
+    target = _target_error_of_a_node_whose_batch_says('returncode=True, stdout="", stderr=""', nodes, tmp_path, monkeypatch)
     assert "a status that is no number: True" in target and "exited" not in target, target
