@@ -715,6 +715,21 @@ def test_nearest_stack_speaks_about_what_the_box_has(tmp_path):
     assert build_report(facts, load(path)).nearest_stack is None
 
 
+def test_a_version_that_cannot_be_compared_is_no_match_with_the_stack(tmp_path):
+    """A flashinfer-python whose METADATA says `Version: not.a.version!!` was said to match the stack's ==0.6.10:
+    "what this box has of it matches"."""
+    path = write_matrix(tmp_path / "m", ["driver-before-580"], stack=False)
+    path.write_text(path.read_text() + STACKS)
+    facts = facts_of("nogpu-clean")
+    facts.packages = {"flashinfer-python": {"name": "flashinfer-python", "version": "not.a.version!!"}}
+    nearest = build_report(facts, load(path)).nearest_stack
+    assert nearest is not None and not nearest.matches
+    assert nearest.differences == ["flashinfer-python not.a.version!! installed (not a valid version, so not comparable), "
+                                   ">=0.6.11 wanted"]
+    out = squash(console_text(build_report(facts, load(path)), verbose=True))
+    assert "what this box has of it matches" not in out and "(not a valid version, so not comparable)" in out
+
+
 @pytest.mark.parametrize("env", [{"PYTHONIOENCODING": "ascii"}, {"LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}])
 def test_the_command_on_an_ascii_stdout_prints_ascii(tmp_path, env):
     # The console renderer picks ASCII symbols from the stream's encoding unless told otherwise.
