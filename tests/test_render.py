@@ -182,6 +182,21 @@ def test_console_findings_grouped_by_severity_with_evidence_remedy_fix_and_ref(m
     assert "TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas" in flat
 
 
+def test_an_unprobed_target_shows_the_cause_before_the_entries_it_left_unknown(matrix):
+    """`check --python` at a program that is not Python printed 8 lines of "installed packages unknown (entry
+    needs ...)" and "and 53 more" before the one line that said why (could not observe)."""
+    facts = facts_of("nogpu-clean")
+    facts.packages = None
+    facts.errors = [{"collector": "target", "error": "/x/notpy does not run as a Python interpreter"}]
+    report = build_report(facts, matrix)
+    assert report.unknown
+    flat = squash(console_text(report))
+    assert flat.index("could not observe (1)") < flat.index(f"could not evaluate ({len(report.unknown)})")
+    assert "what the target could not tell (above) leaves them unknown; -v shows them" in flat
+    assert f"{report.unknown[0].entry.id}:" not in flat
+    assert f"{report.unknown[0].entry.id}:" in squash(console_text(report, verbose=True))
+
+
 def test_console_unknowns_errors_kernels_and_summary(matrix):
     out = console_text(report_of("gb10-broken", matrix))
     flat = squash(out)
