@@ -78,6 +78,20 @@ def _drop_impossible_sizes() -> None:
             del os.environ[name]
 
 
+def _nearest_command(exc: BaseException, message: str) -> str:
+    """` Did you mean 'check'?` for `sparkdoctor chek`, in click's words: click says it of a near subcommand
+    (`matrix lst`) but typer's top-level group never did."""
+    ctx = getattr(exc, "ctx", None)
+    list_commands = getattr(getattr(ctx, "command", None), "list_commands", None)
+    if not message.startswith("No such command") or "Did you mean" in message or not callable(list_commands):
+        return ""
+    import difflib
+
+    typed = message.split("'")[1] if message.count("'") >= 2 else ""
+    near = difflib.get_close_matches(typed, list_commands(ctx), n=1)
+    return f" Did you mean '{near[0]}'?" if near else ""
+
+
 def main() -> None:
     """Console entry point: every failure is one line and a documented exit code."""
     debug = bool(os.environ.get("SPARKDOCTOR_DEBUG"))
@@ -108,6 +122,7 @@ def main() -> None:
             message = format_message()
             if not message:  # bare `sparkdoctor` (or `matrix`), whose help is already printed
                 sys.exit(EXIT_USAGE)
+            message += _nearest_command(exc, message)
             _fail(UsageError(message), message, EXIT_USAGE)
         if debug:
             raise

@@ -112,6 +112,9 @@ def stack_distance(stack: Stack, facts: Facts) -> StackDistance:
     missing = [f"{name} {spec}" for name, (spec, pkg) in installed.items() if pkg is None]
     diffs = [f"{name} {pkg.get('version')} installed, {spec} wanted" for name, (spec, pkg) in installed.items()
              if pkg is not None and version_in(pkg.get("version"), spec) is False]
+    # a version that cannot be compared is no match ("what this box has of it matches" was said of one)
+    diffs += [f"{name} {pkg.get('version')} installed (not a valid version, so not comparable), {spec} wanted"
+              for name, (spec, pkg) in installed.items() if pkg is not None and version_in(pkg.get("version"), spec) is None]
     env = facts.env or {}
     diffs += [f"{name}={value} wanted, {'is ' + env[name] if name in env else 'not set'}"
               for name, value in stack.env.items() if env.get(name) != value]

@@ -194,6 +194,14 @@ def test_unknown_option_is_a_one_line_usage_error(run):
     assert_one_line_error(run("check", "--no-such-option"), "--no-such-option")
 
 
+def test_a_mistyped_command_names_the_nearest_one(run):
+    """`sparkdoctor chek` said only "No such command 'chek'." while `matrix lst` got click's "Did you mean 'list'?"."""
+    assert run("chek").stderr == "sparkdoctor: error: No such command 'chek'. Did you mean 'check'?\n"
+    assert run("matrix", "lst").stderr == "sparkdoctor: error: No such command 'lst'. Did you mean 'list'?\n"
+    assert run("zzz").stderr == "sparkdoctor: error: No such command 'zzz'.\n"
+    assert run("chek").returncode == 2
+
+
 def test_unwritable_output_is_a_one_line_error(run, matrix, tmp_path):
     p = run("check", "--facts", snap("nogpu-clean"), "--matrix", matrix, "--format", "json", "-o", tmp_path / "no" / "x.json")
     assert_one_line_error(p, "--output", "No such file or directory")

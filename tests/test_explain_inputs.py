@@ -129,3 +129,18 @@ def test_an_error_line_given_as_the_argument_is_the_text(tmp_path):
         assert '"id": "vllm-mamba-align-mnbt"' in p.stdout
     missing = explain(tmp_path / "server.log")  # a name with no space is a file that is not there, as before
     assert missing.returncode == 2 and missing.stderr.endswith("server.log: cannot read: No such file or directory\n")
+
+
+def test_an_entry_id_given_as_the_argument_says_where_that_entry_is_printed(tmp_path):
+    """`sparkdoctor explain torch-cuda-below-128` (a finding's id, copied from check) said only "cannot read: No
+    such file or directory"; a file of that name is still read as a log."""
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", "explain", "torch-cuda-below-128"], capture_output=True,
+                       text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 2 and p.stdout == "", p
+    assert p.stderr == ("sparkdoctor: error: torch-cuda-below-128: no such file; it is a matrix entry's id: "
+                        "`sparkdoctor matrix show torch-cuda-below-128` prints that entry (explain reads a log or "
+                        "error text)\n")
+    (tmp_path / "torch-cuda-below-128").write_text(SYMPTOM + "\n")
+    read = subprocess.run([sys.executable, "-m", "sparkdoctor", "explain", "torch-cuda-below-128"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert read.returncode == 0 and "torch-cuda-below-128" in read.stdout, read

@@ -182,6 +182,21 @@ def test_console_findings_grouped_by_severity_with_evidence_remedy_fix_and_ref(m
     assert "TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas" in flat
 
 
+def test_an_unprobed_target_shows_the_cause_before_the_entries_it_left_unknown(matrix):
+    """`check --python` at a program that is not Python printed 8 lines of "installed packages unknown (entry
+    needs ...)" and "and 53 more" before the one line that said why (could not observe)."""
+    facts = facts_of("nogpu-clean")
+    facts.packages = None
+    facts.errors = [{"collector": "target", "error": "/x/notpy does not run as a Python interpreter"}]
+    report = build_report(facts, matrix)
+    assert report.unknown
+    flat = squash(console_text(report))
+    assert flat.index("could not observe (1)") < flat.index(f"could not evaluate ({len(report.unknown)})")
+    assert "what the target could not tell (above) leaves them unknown; -v shows them" in flat
+    assert f"{report.unknown[0].entry.id}:" not in flat
+    assert f"{report.unknown[0].entry.id}:" in squash(console_text(report, verbose=True))
+
+
 def test_console_unknowns_errors_kernels_and_summary(matrix):
     out = console_text(report_of("gb10-broken", matrix))
     flat = squash(out)
@@ -713,6 +728,21 @@ def test_nearest_stack_speaks_about_what_the_box_has(tmp_path):
     assert "- nvidia-cutlass-dsl 4.5.0 installed, >=4.5.1 wanted\n\nthe stack also includes vllm" in md
     facts.packages = {"numpy": {"name": "numpy", "version": "2.0"}}  # none of any stack: nothing is near
     assert build_report(facts, load(path)).nearest_stack is None
+
+
+def test_a_version_that_cannot_be_compared_is_no_match_with_the_stack(tmp_path):
+    """A flashinfer-python whose METADATA says `Version: not.a.version!!` was said to match the stack's ==0.6.10:
+    "what this box has of it matches"."""
+    path = write_matrix(tmp_path / "m", ["driver-before-580"], stack=False)
+    path.write_text(path.read_text() + STACKS)
+    facts = facts_of("nogpu-clean")
+    facts.packages = {"flashinfer-python": {"name": "flashinfer-python", "version": "not.a.version!!"}}
+    nearest = build_report(facts, load(path)).nearest_stack
+    assert nearest is not None and not nearest.matches
+    assert nearest.differences == ["flashinfer-python not.a.version!! installed (not a valid version, so not comparable), "
+                                   ">=0.6.11 wanted"]
+    out = squash(console_text(build_report(facts, load(path)), verbose=True))
+    assert "what this box has of it matches" not in out and "(not a valid version, so not comparable)" in out
 
 
 @pytest.mark.parametrize("env", [{"PYTHONIOENCODING": "ascii"}, {"LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}])

@@ -28,6 +28,7 @@ GB = 1e9
 class AuditOptions:
     model: str
     context: int = 4096
+    context_given: bool = True  # False: the CLI's default, capped at the sequence length without a note
     batch: int = 1
     kv_cache_dtype: str = "auto"
     dtype: str = "auto"  # vLLM's --dtype (audit --recipe): the width unquantized weights and an `auto` KV cache are served in
@@ -198,6 +199,9 @@ def _clamp_context(options: AuditOptions, shape: ModelShape) -> None:
     --context would size a KV read no request can make, and a ceiling lower than the server can reach."""
     longest = options.max_model_len or shape.max_position
     if longest and options.context > longest:
+        if not options.context_given:  # the user named no context: the default is no claim to correct
+            options.context = longest
+            return
         where = options.sources.get("max_model_len", "--max-model-len" if options.max_model_len else "the model's config")
         options.notes.append(f"--context {options.context} is longer than the {longest} tokens a sequence may hold ({where}): "
                              f"the KV cache read per token is sized at {longest}")

@@ -38,7 +38,7 @@ class AuditCommand:
     sets: Annotated[list[str], typer.Option("--set", help="--recipe parameter key=value or env.NAME=value (repeatable)."), EMPTY] = field(default_factory=list)
     bandwidth: Annotated[float | None, typer.Option("--bandwidth", help="Memory bandwidth in GB/s (default: the GPU's; GB10 = 273).")] = None
     gpu: Annotated[str | None, typer.Option("--gpu", help="Take bandwidth and memory from this GPU (gb10, h100-sxm, h100-pcie, h200, ...) instead of the detected one.")] = None
-    context: Annotated[int, typer.Option("--context", help="Tokens of context each decoded token attends to (KV cache read per token).")] = 4096
+    context: Annotated[int | None, typer.Option("--context", help="Tokens of context each decoded token attends to (KV cache read per token; default 4096, or the tokens a sequence may hold when fewer).")] = None
     batch: Annotated[int, typer.Option("--batch", help="Sequences decoded together (aggregate ceiling; MoE experts touched grow with it).")] = 1
     kv_cache_dtype: Annotated[str | None, typer.Option("--kv-cache-dtype", help="(default auto) auto (the model's dtype) | bfloat16 | float16 | fp8 | fp8_e4m3 | fp8_e5m2 | fp8_inc | fp8_ds_mla | nvfp4_ds_mla (DeepSeek V3.2 MLA) | turboquant_k8v4 | turboquant_4bit_nc | turboquant_k3v4_nc | turboquant_3bit_nc; spelled as vLLM takes them (case too).")] = None
     mtp: Annotated[bool, typer.Option("--mtp", help="Count the MTP / nextn heads as read every step (speculative decoding on).")] = False
@@ -97,7 +97,8 @@ def _audit(options: AuditCommand) -> Audit:
     else:
         values = {k: v if v is not None else fromrecipe.DEFAULTS[k] for k, v in explicit.items()}
     assert model is not None  # refuse_bad_options: MODEL or --recipe
-    return run_audit(AuditOptions(model, context=options.context, batch=options.batch, bandwidth=options.bandwidth,
+    return run_audit(AuditOptions(model, context=4096 if options.context is None else options.context,
+                                  context_given=options.context is not None, batch=options.batch, bandwidth=options.bandwidth,
                                   gpu=options.gpu, include_mtp=options.mtp, memory_gib=options.memory, sources=sources,
                                   notes=notes, **values))
 

@@ -66,12 +66,28 @@ def run(options: ExplainCommand) -> Result[Explanation]:
         from sparkdoctor.matrix.ambiguity import ambiguous_lines
         from sparkdoctor.matrix.symptoms import line_count, match_text
 
-        text, label = pasted or read_text(options.source)
+        try:
+            text, label = pasted or read_text(options.source)
+        except InputError:
+            _refuse_an_entry_id(options.source, options.matrix)
+            raise
         matrix = load(options.matrix)
         matches = match_text(text, matrix.entries)
         groups = ambiguous_lines(matches)  # one line, several known causes: never shown as one exact match
         explanation = Explanation(matches, label, line_count(text), groups)
     return Result("explain", "explain", explanation, exit_code=explanation.exit_code, notes=matrix.notes())
+
+
+def _refuse_an_entry_id(source: str, matrix_path: Path | None) -> None:
+    """`explain torch-cuda-below-128`, a finding's id copied from check, names no file: say where its entry is
+    printed, not only "No such file or directory"."""
+    if source == "-" or any(c.isspace() or c in "/\\" for c in source) or os.path.lexists(source):
+        return
+    from sparkdoctor.matrix import load
+
+    if any(entry.id == source for entry in load(matrix_path).entries):
+        raise InputError(f"{source}: no such file; it is a matrix entry's id: `sparkdoctor matrix show {source}` prints "
+                         "that entry (explain reads a log or error text)")
 
 
 def read_text(source: str) -> tuple[str, str]:

@@ -41,7 +41,7 @@ FORMATS = VIEW.formats
 class HistoryCommand:
     run_id: Annotated[int | None, typer.Argument(help="Show this run in full (its levels, toolchain and findings).")] = None
     recipe: Annotated[str | None, typer.Option("--recipe", help="Only runs of this recipe name.")] = None
-    compare: Annotated[list[int], typer.Option("--compare", help="Two run ids: --compare A --compare B."), EMPTY] = field(default_factory=list)
+    compare: Annotated[list[int], typer.Option("--compare", help="Two run ids: --compare A --compare B (or --compare A B)."), EMPTY] = field(default_factory=list)
     limit: Annotated[int, typer.Option("--limit", help="List at most this many runs.")] = 50
     samples: Annotated[bool, typer.Option("--samples", help="With RUN_ID: include the raw per-request samples (json).")] = False
     ledger: Ledger = None
@@ -55,6 +55,8 @@ class HistoryCommand:
     def refuse_bad_options(self) -> None:
         """Every usage error of `history`, before the ledger is opened (exit 2, one line)."""
         Format.parse(self.fmt, FORMATS)
+        if len(self.compare) == 1 and self.run_id is not None:  # `--compare 1 2`: the second id lands in RUN_ID
+            self.compare, self.run_id = [self.compare[0], self.run_id], None
         for name, number in (("RUN_ID", self.run_id), ("--limit", self.limit), ("--delete", self.delete),
                              *(("--compare", c) for c in self.compare)):
             if number is not None and not 0 < number < 2**63:  # what the ledger's integers hold

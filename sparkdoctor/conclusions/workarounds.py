@@ -41,7 +41,8 @@ class Workaround:
 
     @property
     def shown(self) -> str:
-        return self.name if self.kind == "flag" else f"{self.name}={self.value}"
+        # an env workaround the recipe does not set (its `[env]` lacks it) is its name, never `NAME=None`
+        return self.name if self.kind == "flag" or self.value is None else f"{self.name}={self.value}"
 
 
 class Reason(TypedDict):

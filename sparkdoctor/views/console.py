@@ -135,6 +135,12 @@ def _print_findings(console: Console, report: Report, ink: Ink, verbose: bool) -
 def _print_not_known(console: Console, report: Report, ink: Ink, verbose: bool) -> None:
     """Entries that could not be evaluated and collectors that could not observe."""
     unknown = report.unknown
+    if unknown and not report.probed() and not verbose:
+        # an unprobed target leaves most entries unknown: the cause first, not 8 lines of "installed packages unknown"
+        _print_not_observed(console, report, ink)
+        section(console, "could not evaluate", len(unknown))
+        console.print(Text("  what the target could not tell (above) leaves them unknown; -v shows them", style="dim"))
+        return
     if unknown:
         section(console, "could not evaluate", len(unknown))
         shown = unknown if verbose else unknown[:UNKNOWN_SHOWN]
@@ -142,6 +148,10 @@ def _print_not_known(console: Console, report: Report, ink: Ink, verbose: bool) 
         console.print(Padding(grid, (0, 0, 0, 2)))
         if len(unknown) > len(shown):
             console.print(Text(f"  and {len(unknown) - len(shown)} more (-v shows them)", style="dim"))
+    _print_not_observed(console, report, ink)
+
+
+def _print_not_observed(console: Console, report: Report, ink: Ink) -> None:
     errors = report.facts.errors
     if errors:
         section(console, "could not observe", len(errors))

@@ -41,3 +41,19 @@ def test_a_recipe_without_max_model_len_shows_the_length_the_fit_used(dense, tmp
     assert p.returncode == 0, p.stderr
     assert "(1 x 40960 tokens)" in p.stdout and "max_model_len = 40960 (the model's length)  <- vLLM default" in p.stdout, p.stdout
     assert "= None" not in p.stdout
+
+
+def test_the_default_context_is_capped_without_a_note_naming_an_option_not_given(dense, tmp_path):
+    """`audit M --max-model-len 1024` (and any model shorter than 4096 tokens) printed
+    `note: --context 4096 is longer than ...`: a note about an option the user never gave."""
+    import json
+    import subprocess
+    import sys
+
+    run = [sys.executable, "-m", "sparkdoctor", "audit", str(dense), "--gpu", "gb10", "--max-model-len", "1024"]
+    quiet = subprocess.run([*run, "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert quiet.returncode == 0, quiet.stderr
+    document = json.loads(quiet.stdout)
+    assert document["settings_notes"] == [] and document["per_token"]["context"] == 1024, document
+    given = subprocess.run([*run, "--context", "4096"], capture_output=True, text=True, timeout=120)
+    assert "note: --context 4096 is longer than the 1024 tokens" in given.stdout, given.stdout

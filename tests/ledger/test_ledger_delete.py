@@ -85,3 +85,14 @@ def test_delete_names_a_bench_url_run_by_its_server_not_recipe_none(tmp_path):
     said = cli(tmp_path, "--delete", "1")
     assert said.returncode == 0, said.stderr
     assert "recipe None" not in said.stdout and "server http://127.0.0.1:1" in said.stdout, said.stdout
+
+
+def test_compare_a_b_reads_as_compare_a_compare_b(tmp_path):
+    """`history --compare 1 3`, as a person types it, took 3 as RUN_ID and said `--compare takes two run ids
+    (--compare A --compare B), got 1`."""
+    _ledger(tmp_path)
+    short = cli(tmp_path, "--compare", "1", "3", "--format", "json")
+    long = cli(tmp_path, "--compare", "1", "--compare", "3", "--format", "json")
+    assert short.returncode == long.returncode == 0, short.stderr
+    assert json.loads(short.stdout) == json.loads(long.stdout)
+    assert cli(tmp_path, "3", "--compare", "1", "--compare", "2").returncode == EXIT_USAGE  # three ids: still refused

@@ -125,3 +125,12 @@ def test_a_reason_about_vllm_is_unknown_where_the_recipe_s_vllm_is_not_installed
         "entry": "test-needs-eager-when-present", "outcome": "unknown",
         "evidence": ["vllm not installed: this is not the environment that serves the recipe"]}]
     assert judged["--enforce-eager"].status == "stale"  # a reason about another package is still judged here
+
+
+def test_an_env_workaround_the_recipe_does_not_set_is_named_without_none(tmp_path):
+    """The recipes README's own example annotates CUTE_DSL_ARCH without setting it in `[env]`: recipe check said
+    'workaround CUTE_DSL_ARCH=None is stale' and 'bench this recipe --vs one without CUTE_DSL_ARCH=None'."""
+    recipe = _recipe(tmp_path, workarounds='workarounds = [{ env = "CUTE_DSL_ARCH", because = "cutedsl-arch-unset" },'
+                                           ' { env = "VLLM_X", because = "cutedsl-arch-unset" }]', env='VLLM_X = "1"')
+    shown = {w.name: w.shown for w in find(recipe, _matrix(tmp_path))}
+    assert shown["CUTE_DSL_ARCH"] == "CUTE_DSL_ARCH" and shown["VLLM_X"] == "VLLM_X=1"

@@ -371,3 +371,12 @@ def test_recipe_show_lists_what_a_recipe_changes_inside_its_container():
     out = " ".join(sparkrun.stdout.split())
     assert "patches (applied inside the container" in out and "patch_mamba_drop_eagle.sh" in out
     assert "recipe_concurrent: Concurrent stack" in out and "max_num_seqs=8" in out
+
+
+def test_the_recipes_readme_example_reads_without_a_warning(tmp_path):
+    """The TOML example in recipes/README.md, copied as a new user copies it, warned that its own `CUTE_DSL_ARCH`
+    workaround was not in its `[env]`."""
+    text = (REPO / "recipes" / "README.md").read_text()
+    example = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    r = recipes.load(write(tmp_path, "readme.toml", example))
+    assert r.warnings == [] and r.env["CUTE_DSL_ARCH"] == "sm_121a", r.warnings
