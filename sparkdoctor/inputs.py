@@ -237,6 +237,16 @@ def _finite_float(text: str) -> float:
     return value
 
 
+NUMBER_TOO_LONG = "has a number too long to read (more digits than Python reads as an integer)"
+
+
+def number_too_long(exc: BaseException) -> bool:
+    """Whether json.loads failed on an integer of more digits than int() reads (sys.get_int_max_str_digits, 4,300 by
+    default): a plain ValueError, not a JSONDecodeError, so a reader that took every ValueError for "not JSON" said
+    the text held no JSON, and one that caught JSONDecodeError alone stopped on it."""
+    return type(exc) is ValueError and "integer string conversion" in str(exc)
+
+
 def loads_finite(text: str | bytes) -> object:
     """json.loads that raises NonFinite on NaN, Infinity and 1e999: what sparkdoctor reads, it may write again
     as `--format json`, which is strict."""

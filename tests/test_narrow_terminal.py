@@ -111,3 +111,29 @@ def test_a_report_piped_at_a_wide_terminal_is_80_columns_wide(env, tmp_path):
     log.write_text("[1.0] Out of memory: Killed process 42 (VLLM::EngineCor) total-vm:1kB, anon-rss:1kB, file-rss:0kB\n")
     seen = at_terminal(["sh", "-c", f"{sys.executable} -m sparkdoctor explain {log} | cat"], 150, env, cwd=str(tmp_path))
     assert seen.code == 0 and 60 < max(len(line) for line in seen.lines) <= 80, seen.text
+
+
+def test_history_at_a_40_column_terminal_lists_each_run_readably(env, tmp_path):
+    """Before: the nine-column table drawn into 40 columns, every cell cut to a letter and an ellipsis (`│ 2 │ … │ … │
+    m │ b… │`). Now a terminal too narrow for the table gets a run an item, its cells named, wrapped under the run;
+    a pipe still gets the table whole, whatever COLUMNS says."""
+    from sparkdoctor.ledger import Ledger
+    from tests.rerun.ledgerdata import add_ab, write_recipe
+
+    facts = json.loads((FACTS / "nogpu-clean.json").read_text())
+    with Ledger(tmp_path / "l.sqlite") as led:
+        add_ab(led, {"A": write_recipe(tmp_path, "one-seq-long-recipe-name"), "B": write_recipe(tmp_path, "default")},
+               facts, {"A": [40.0, 41.0, 40.5], "B": [100.0, 99.0, 101.0]}, "x")
+    argv = [sys.executable, "-m", "sparkdoctor", "history", "--ledger", str(tmp_path / "l.sqlite")]
+    seen = at_terminal(argv, 40, env, cwd=str(tmp_path))
+    assert seen.code == 0, seen.text
+    assert max(len(line) for line in seen.lines) <= 40 and "…" not in seen.text, seen.text
+    runs = [i for i, line in enumerate(seen.lines) if line.startswith("run ")]
+    assert len(runs) == 2, seen.text
+    first = squeezed("".join(seen.lines[runs[0]:runs[1]]))
+    assert all(squeezed(part) in first for part in ("recipe default", "model m", "decode tok/s/stream 100.0", "A/B 1:B")), first
+    assert "recipeone-seq-long-recipe-name" in squeezed(seen.text), seen.text
+    wide = at_terminal(argv, 200, env, cwd=str(tmp_path))
+    assert "┃ run ┃" in wide.text, wide.text
+    piped_out = piped(env, "history", "--ledger", tmp_path / "l.sqlite", columns="40").stdout
+    assert "┃ run ┃ when (UTC)" in piped_out and "one-seq-long-recipe-name" in piped_out, piped_out

@@ -25,6 +25,7 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.arch import DEFAULT_ARCH
 from sparkdoctor.collect import Collector, Context
+from sparkdoctor.inputs import NUMBER_TOO_LONG, number_too_long
 from sparkdoctor.targets.local import probe_entry
 from sparkdoctor.vocab import CUTEDSL_KERNELS
 
@@ -80,13 +81,15 @@ def shape(raw: dict[str, Any], arch: str, known_build: str | None) -> dict[str, 
 
 def interpret(kernel: str, arch: str, result: proc.ProcResult) -> dict[str, object]:
     """The probe's JSON for this kernel when it printed one; otherwise the way its process ended, as evidence."""
+    too_long = False
     for line in reversed((result.stdout or "").splitlines()):
         line = line.strip()
         if not line.startswith("{"):
             continue
         try:
             data = json.loads(line)
-        except json.JSONDecodeError:
+        except ValueError as exc:  # a number past int()'s digit limit is a ValueError, not a JSONDecodeError
+            too_long = too_long or number_too_long(exc)
             continue
         if isinstance(data, dict) and data.get("kernel") == kernel:
             return data
@@ -100,6 +103,8 @@ def interpret(kernel: str, arch: str, result: proc.ProcResult) -> dict[str, obje
     if result.signal:
         killer = proc.signal_name(result.signal)
         return {**ended, "status": "crash", "detail": f"the CuTe DSL compiler was killed by {killer}{last}"}
+    if too_long:
+        return {**ended, "status": "error", "detail": f"the compile probe's answer {NUMBER_TOO_LONG}"}
     return {**ended, "status": "error", "detail": f"compile probe gave no result: {result.describe_failure()}"}
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.arch import assumed
 from sparkdoctor.collect import Collector, CollectorError, Context
+from sparkdoctor.inputs import NUMBER_TOO_LONG, number_too_long
 from sparkdoctor.targets import early
 
 SMI_TIMEOUT = 5.0
@@ -136,10 +137,12 @@ def stage_records(result: proc.ProcResult, stages: dict[str, str]) -> tuple[dict
     first of them that did not finish (None if all did, or if the process ended well)."""
     records: dict[str, dict[str, Any]] = {}
     started: list[str] = []
+    too_long = False
     for line in result.stdout.splitlines():
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
+        except ValueError as exc:  # a number past int()'s digit limit is a ValueError, not a JSONDecodeError
+            too_long = too_long or number_too_long(exc)
             continue
         if not isinstance(record, dict) or record.get("stage") not in stages:
             continue
@@ -148,6 +151,8 @@ def stage_records(result: proc.ProcResult, stages: dict[str, str]) -> tuple[dict
         else:
             records[record["stage"]] = record
     unfinished = [stage for stage in started if stage not in records]
+    if too_long and [s for s in stages if s not in records]:
+        return records, f"the GPU query helper's answer {NUMBER_TOO_LONG}"
     if (result.ok or not [s for s in stages if s not in records]) and not unfinished:
         return records, None
     who = stages[unfinished[0]] if unfinished else "the GPU query helper"

@@ -31,6 +31,7 @@ from sparkdoctor.collect.toolkits import (
     parse_gpu_names,
     parse_version,
 )
+from sparkdoctor.inputs import NUMBER_TOO_LONG, number_too_long
 from sparkdoctor.kernels import assemble, tools, verdict
 from sparkdoctor.kernels.assemble import Job
 from sparkdoctor.kernels.cache import Cache
@@ -175,8 +176,9 @@ def container_runner(target: Target):
             return res, None
         try:
             answer = json.loads(res.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            return proc.ProcResult(res.argv, 1, res.stdout, "the compile helper printed no JSON", res.seconds), None
+        except (ValueError, IndexError) as exc:
+            said = f"the compile helper's answer {NUMBER_TOO_LONG}" if number_too_long(exc) else "the compile helper printed no JSON"
+            return proc.ProcResult(res.argv, 1, res.stdout, said, res.seconds), None
         if answer.get("rc") is None:
             return proc.ProcResult(res.argv, None, "", "", res.seconds, timed_out=True), None
         if answer.get("cubin"):

@@ -104,6 +104,20 @@ def in_folder(data: Mapping[str, object]) -> Iterator[None]:
             os.chdir(here)
 
 
+def folder_note(data: Mapping[str, object]) -> str | None:
+    """What in_folder cannot do for this conclusion, said once where it is listed or re-run (None: it works in the
+    folder bench ran in): one recorded before bench kept that folder, or whose folder is gone, reads a recipe's
+    relative paths (its model `./models/tiny`) from the current folder, which may hold another checkpoint or none."""
+    folder = data.get("folder")
+    if not isinstance(folder, str):
+        return ("recorded before bench kept the folder it ran in: relative paths in its recipes (a model named "
+                f"./models/tiny) are read from the current folder, {one_line(os.getcwd())}")
+    if not os.path.isdir(folder):
+        return (f"the folder bench ran in, {one_line(folder)}, is gone: relative paths in its recipes are read from "
+                f"the current folder, {one_line(os.getcwd())}")
+    return None
+
+
 def shape_problem(data: object) -> str | None:
     """What makes a stored conclusion's data unusable (None: it can be judged, shown and re-run). Checked
     when the row is read, so one damaged row is named, and the others are still listed."""

@@ -19,7 +19,12 @@ from sparkdoctor.bench import BENCH_VERSION
 from sparkdoctor.bench.model_identity import identity
 from sparkdoctor.bench.run import resolved_recipe
 from sparkdoctor.conclusions import store
-from sparkdoctor.conclusions.model import Conclusion, ConclusionError, in_folder
+from sparkdoctor.conclusions.model import (
+    Conclusion,
+    ConclusionError,
+    folder_note,
+    in_folder,
+)
 from sparkdoctor.conclusions.toolchain import (
     ArmChange,
     Toolchains,
@@ -40,6 +45,7 @@ class Status:
     reasons: list[str] = field(default_factory=list)  # why broken / incomparable / not re-runnable
     rerunnable: bool = True
     pythons: dict[str, str] = field(default_factory=dict)  # arm -> the target python
+    notes: list[str] = field(default_factory=list)  # what the reader should know (where its relative paths are read)
 
     @property
     def word(self) -> str:
@@ -49,7 +55,7 @@ class Status:
     def to_dict(self) -> dict[str, object]:
         return {"conclusion": self.conclusion.to_dict(), "state": self.state, "status": self.word,
                 "changes": self.changes, "reasons": self.reasons, "rerunnable": self.rerunnable,
-                "pythons": self.pythons}
+                "pythons": self.pythons, "notes": self.notes}
 
 
 def _unreadable(run: dict[str, Any] | None) -> str | None:
@@ -68,7 +74,11 @@ def _unreadable(run: dict[str, Any] | None) -> str | None:
 
 def judge(conclusion: Conclusion, ledger: Ledger, toolchains: Toolchains) -> Status:
     with in_folder(conclusion.data):  # its recipes' models named relative to bench's folder are found there
-        return _judge(conclusion, ledger, toolchains)
+        status = _judge(conclusion, ledger, toolchains)
+    note = None if conclusion.damaged else folder_note(conclusion.data)
+    if note:
+        status.notes.append(note)
+    return status
 
 
 def _judge(conclusion: Conclusion, ledger: Ledger, toolchains: Toolchains) -> Status:

@@ -12,6 +12,9 @@ import time
 
 MAX_OUTPUT = 16 << 20
 MAX_ERROR = 1 << 16
+# the most a probe's record may hold as Ray stores it (its stdout and stderr bytes, and the rest of the record): the
+# caller reads no larger answer (transport._RayRunning), whatever a broken or hostile node's worker returns
+MAX_ANSWER = MAX_OUTPUT + MAX_ERROR + (1 << 16)
 MAX_WAIT = 1e6  # seconds: a longer wait overflows poll()'s milliseconds (--node-timeout 1e8: OverflowError, no answer)
 # How a node's interpreter starts a probe bundle: -S, so site never runs the node's .pth import lines or
 # sitecustomize.py; the probe rebuilds the path site would have made from files (probes/shared/probe_site.py, carried
@@ -58,7 +61,8 @@ def serving_python(python, container):
 
 
 def run_probe(script, args, python, container, runtime, timeout):
-    """{"returncode", "stdout", "stderr", "seconds", "timed_out", "start_error", "python"} of one probe run."""
+    """{"returncode", "stdout", "stderr", "seconds", "timed_out", "start_error", "python"} of one probe run; stdout and
+    stderr as the bytes kept of them (at most MAX_OUTPUT and MAX_ERROR), decoded by the caller once it has checked them."""
     chosen = serving_python(python, container)
     argv = [chosen] + NODE_FLAGS + ["-"] + list(args)
     if container:
@@ -73,7 +77,7 @@ def run_command(argv, timeout):
 
 def _run(argv, stdin, timeout, chosen):
     started = time.monotonic()
-    out = {"returncode": None, "stdout": "", "stderr": "", "timed_out": False, "start_error": None, "python": chosen}
+    out = {"returncode": None, "stdout": b"", "stderr": b"", "timed_out": False, "start_error": None, "python": chosen}
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
@@ -100,8 +104,8 @@ def _run(argv, stdin, timeout, chosen):
         out["timed_out"] = True
     for thread in threads[1:]:
         thread.join(5)  # a child that left the session may hold the pipe open: what was read by then is the answer
-    out["stdout"] = _kept(kept[0]).decode("utf-8", "replace")
-    out["stderr"] = _kept(kept[1]).decode("utf-8", "replace")
+    out["stdout"] = _kept(kept[0])  # bytes: decoded text with replacement characters can be three times as long
+    out["stderr"] = _kept(kept[1])
     out["seconds"] = time.monotonic() - started
     return out
 

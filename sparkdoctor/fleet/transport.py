@@ -94,6 +94,12 @@ class _RayRunning(proc.Running):
         if left is not None:
             until = min(until, time.monotonic() + left)
         try:
+            # done, and how large its answer is, before any of it is fetched: ray.get holds all of it in memory
+            ready, _ = self.ray.wait([self.ref], timeout=max(0.0, until - time.monotonic()), fetch_local=False)
+            size = _answer_size(self.ray, self.ref) if ready else None
+            if size is not None and size > on_node.MAX_ANSWER:
+                self.cancel()
+                return self._refused(f"{size:,} bytes")
             out = self.ray.get(self.ref, timeout=max(0.0, until - time.monotonic()))
         except self.ray.exceptions.GetTimeoutError:
             self.cancel()
@@ -104,14 +110,25 @@ class _RayRunning(proc.Running):
             return proc.ProcResult(self.argv, None, "", "", time.monotonic() - self.started,
                                    start_error=f"the Ray task failed: {first[:300]}")
         seconds = time.monotonic() - self.started
-        if not isinstance(out, dict) or not all(isinstance(out.get(k) or "", str) for k in ("stdout", "stderr")) \
+        if not isinstance(out, dict) or not all(isinstance(out.get(k) or b"", bytes) for k in ("stdout", "stderr")) \
                 or not isinstance(out.get("returncode"), (int, type(None))):  # a node's Ray worker answers this
             return proc.ProcResult(self.argv, None, "", "", seconds,
                                    start_error="the Ray task answered something that is not a probe's record")
+        stdout, stderr = out.get("stdout") or b"", out.get("stderr") or b""
+        if len(stdout) > on_node.MAX_OUTPUT or len(stderr) > on_node.MAX_ERROR:  # where Ray could not say its size
+            return self._refused(f"{len(stdout) + len(stderr):,} bytes of output")
         if out.get("start_error"):
-            return proc.ProcResult(self.argv, None, "", "", seconds, start_error=f"{out.get('python')}: {out['start_error']}")
-        return proc.ProcResult(self.argv, out.get("returncode"), out.get("stdout") or "", out.get("stderr") or "", seconds,
-                               timed_out=bool(out.get("timed_out")), limit=timeout)
+            return proc.ProcResult(self.argv, None, "", "", seconds,
+                                   start_error=f"{str(out.get('python'))[:300]}: {str(out['start_error'])[:300]}")
+        return proc.ProcResult(self.argv, out.get("returncode"), stdout.decode("utf-8", "replace"),
+                               stderr.decode("utf-8", "replace"), seconds, timed_out=bool(out.get("timed_out")),
+                               limit=timeout)
+
+    def _refused(self, size: str) -> proc.ProcResult:
+        """An answer larger than a probe's record may be (on_node.MAX_ANSWER): the node's failure, not read."""
+        return proc.ProcResult(self.argv, None, "", "", time.monotonic() - self.started,
+                               start_error=f"the Ray task answered {size}, more than the {on_node.MAX_ANSWER:,} a "
+                                           "probe's record may hold: not read")
 
     def kill(self) -> None:
         self.cancel()
@@ -178,6 +195,16 @@ class RayTransport:
     def close(self) -> None:
         if self.owns_connection:
             self.ray.shutdown()
+
+
+def _answer_size(ray: ModuleType, ref: object) -> int | None:
+    """The bytes of a finished task's answer as Ray stores it, asked before it is fetched; None where Ray does not say
+    (a ray:// client connection has no object directory to ask)."""
+    try:
+        size = ray.experimental.get_object_locations([ref])[ref].get("object_size")
+    except Exception:  # an older or client-mode Ray: the answer's own lengths are checked once it is fetched
+        return None
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
 def _plain(address: object) -> str:

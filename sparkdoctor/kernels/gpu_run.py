@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sparkdoctor import proc
 from sparkdoctor.arch import arch_cc, parse_arch
 from sparkdoctor.collector import Context
+from sparkdoctor.inputs import NUMBER_TOO_LONG, number_too_long
 from sparkdoctor.kernels.assemble import Job
 from sparkdoctor.kernels.cache import Cache
 from sparkdoctor.kernels.probes import Probe, ProbeError
@@ -68,8 +69,8 @@ def _run_child(requests: Sequence[cuda_driver.Job]) -> list[cuda_driver.Ran]:
     else:
         try:
             reply = json.loads(result.stdout)
-        except ValueError:
-            reply, failed = {}, "the GPU runner printed no JSON"
+        except ValueError as exc:
+            reply, failed = {}, f"the GPU runner's answer {NUMBER_TOO_LONG}" if number_too_long(exc) else "the GPU runner printed no JSON"
         if not isinstance(reply, dict) or not isinstance(reply.get("results", []), list):
             reply, failed = {}, "the GPU runner's reply is not what it writes"
         if not failed and reply.get("error"):

@@ -31,6 +31,7 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.errors import seconds_from_env
+from sparkdoctor.inputs import NUMBER_TOO_LONG, number_too_long
 from sparkdoctor.targets import fileops as ops
 from sparkdoctor.targets.container_reap import reaped
 from sparkdoctor.targets.files import FileError, LinkRefused
@@ -102,8 +103,9 @@ class ContainerFiles:
             raise self._failed(res, f"file operation {request.get('op')}")
         try:
             return json.loads(res.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            raise FileError(f"{self.where}: file operation {request.get('op')} gave no answer") from None
+        except (ValueError, IndexError) as exc:
+            said = f": its answer {NUMBER_TOO_LONG}" if number_too_long(exc) else " gave no answer"
+            raise FileError(f"{self.where}: file operation {request.get('op')}{said}") from None
 
     def info(self, paths, with_hash=False):
         if not paths:

@@ -4,6 +4,7 @@ tables), drawn from the JSON documents (bench/document.py: the envelope from ben
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console, JustifyMethod
@@ -241,17 +242,29 @@ def render_history(console: Console, runs: list[dict[str, Any]], ledger: str, re
         said = f"no runs of recipe {recipe!r} in {ledger}" if recipe is not None else f"no runs recorded in {ledger}"
         console.print(said, markup=False, highlight=False, soft_wrap=True)
         return
-    t = _table("runs, newest first", ("run", "when (UTC)", "recipe", "model", "fingerprint", "decode tok/s/stream",
-                                      "source", "peak memory", "A/B"))
+    t = _table("runs, newest first", HISTORY_HEADS)
     for r in runs:
-        head = r.get("headline") or {}
-        ab = f"{r['comparison_id']}:{r['arm']}" if r.get("comparison_id") else ""
-        source = "DAMAGED" if r.get("damaged") else (head.get("source") or "").split(" ")[0]
-        t.add_row(_e(r["id"]), _e(r["created_at"]), _e(r.get("recipe_name") or "-"), _e(r["model"]), _e(r["fingerprint"]),
-                  _f(head.get("decode_tps_per_stream")), _e(source), _gib(r.get("memory_high_water_bytes")), _e(ab))
+        t.add_row(*map(_e, history_cells(r)))
     console.print(t)
+    damaged(console, runs)
+
+
+HISTORY_HEADS = ("run", "when (UTC)", "recipe", "model", "fingerprint", "decode tok/s/stream", "source", "peak memory", "A/B")
+
+
+def history_cells(r: Mapping[str, object]) -> list[str]:
+    """One run's cells in `history`'s list, as HISTORY_HEADS name them (plain text: not markup)."""
+    head = h if isinstance(h := r.get("headline"), dict) else {}
+    tps = head.get("decode_tps_per_stream")
+    source = "DAMAGED" if r.get("damaged") else str(head.get("source") or "").split(" ")[0]
+    return [str(r["id"]), str(r["created_at"]), str(r.get("recipe_name") or "-"), str(r["model"]), str(r["fingerprint"]),
+            _f(tps if isinstance(tps, (int, float)) else None), source, _gib(r.get("memory_high_water_bytes")),
+            f"{r['comparison_id']}:{r['arm']}" if r.get("comparison_id") else ""]
+
+
+def damaged(console: Console, runs: Sequence[Mapping[str, object]]) -> None:
     for r in runs:
-        for why in r.get("damaged") or []:
+        for why in whys if isinstance(whys := r.get("damaged"), list) else []:
             console.print(f"[red]run {_e(r['id'])} is damaged[/red]: {_e(why)}", highlight=False)
 
 

@@ -47,6 +47,12 @@ def conclusions(console: Console, doc: dict[str, Any]) -> None:
             console.print(f"    changed: {_e(change['text'])}", highlight=False)
         for reason in item["reasons"]:
             console.print(f"    {_e(reason)}", highlight=False)
+        _notes(console, item.get("notes") or [], "    ")
+
+
+def _notes(console: Console, notes: list[str], indent: str) -> None:
+    for note in notes:
+        console.print(f"{indent}note: {_e(note)}", highlight=False)
 
 
 def plan(console: Console, doc: dict[str, Any]) -> None:
@@ -68,6 +74,8 @@ def plan(console: Console, doc: dict[str, Any]) -> None:
 
 
 def results(console: Console, doc: dict[str, Any]) -> None:
+    for item in doc["conclusions"]:  # once each, before what re-measuring it found
+        _notes(console, [f"conclusion {item['conclusion']['name']}: {n}" for n in item.get("notes") or []], "")
     broken = [i for i in doc["conclusions"] if i["state"] == "broken"]  # as stored: never re-run (conclusions says why)
     for item in broken:
         console.print(f"{_tag('broken')}  [bold]{_e(item['conclusion']['name'])}[/]  not re-run: "

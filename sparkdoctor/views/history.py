@@ -3,7 +3,11 @@ the page `--html` wrote is said on stderr, so its console text is empty."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
+from rich.cells import cell_len
 from rich.console import Console
+from rich.text import Text
 
 from sparkdoctor.bench.history import (
     HistoryCompare,
@@ -16,8 +20,17 @@ from sparkdoctor.bench.history import (
 )
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
+from sparkdoctor.text import one_line
 from sparkdoctor.views import View
-from sparkdoctor.views.bench import render_compare, render_history, render_run
+from sparkdoctor.views.bench import (
+    HISTORY_HEADS,
+    damaged,
+    history_cells,
+    render_compare,
+    render_history,
+    render_run,
+)
+from sparkdoctor.views.fitted import grid
 
 
 def _console(result: Result[HistoryDocument], sink: Sink) -> str:
@@ -27,7 +40,10 @@ def _console(result: Result[HistoryDocument], sink: Sink) -> str:
 
     def draw(console: Console) -> None:
         if isinstance(found, HistoryList):
-            render_history(console, found.runs, found.ledger, found.recipe)
+            if found.runs and sink.at_terminal() and _width(found.runs) > console.width:
+                _fitted_runs(console, found.runs)  # rich would cut every cell to a letter and an ellipsis
+            else:
+                render_history(console, found.runs, found.ledger, found.recipe)
         elif isinstance(found, HistoryRun):
             run = found.run
             console.print(f"run {run['id']} at {run['created_at']} (bench version {run['bench_version']}, "
@@ -49,6 +65,27 @@ def _console(result: Result[HistoryDocument], sink: Sink) -> str:
             _deleted(console, found)
 
     return sink.wide(draw)
+
+
+def _width(runs: Sequence[Mapping[str, object]]) -> int:
+    """The columns the list's table takes drawn whole: each column its widest cell and a space either side, and a
+    border before each and after the last."""
+    rows = [HISTORY_HEADS, *(history_cells(r) for r in runs)]
+    return sum(max(cell_len(row[i]) for row in rows) + 3 for i in range(len(HISTORY_HEADS))) + 1
+
+
+def _fitted_runs(console: Console, runs: Sequence[Mapping[str, object]]) -> None:
+    """The list at a terminal too narrow for its table: a run an item, each of its cells named, wrapped under the
+    run's text (a pipe or a file gets the table whole)."""
+    console.print("runs, newest first", markup=False, highlight=False)
+    rows = []
+    for r in runs:
+        cells = history_cells(r)
+        named = " · ".join([cells[1], *(f"{head} {cell}" for head, cell in zip(HISTORY_HEADS[2:], cells[2:], strict=True)
+                                        if cell)])  # when it ran, then each cell named
+        rows.append((Text(f"run {one_line(cells[0])}"), Text(one_line(named))))
+    console.print(grid(rows, gap=1))
+    damaged(console, runs)
 
 
 def _deleted(console: Console, found: HistoryDelete) -> None:

@@ -28,6 +28,7 @@ from packaging.version import Version
 
 from sparkdoctor import proc
 from sparkdoctor.facts import Facts
+from sparkdoctor.inputs import NUMBER_TOO_LONG, number_too_long
 from sparkdoctor.locations import data_dir
 from sparkdoctor.matrix.versions import parse_version
 from sparkdoctor.released import Reader, cache_root
@@ -197,7 +198,13 @@ class ScratchSite:
         lines = [x for x in (result.stdout or "").splitlines() if x.strip()]
         if not result.ok or not lines:
             raise RuntimeError(f"the {name} probe failed: {result.describe_failure()}")
-        return json.loads(lines[-1])
+        try:
+            return json.loads(lines[-1])
+        except ValueError as exc:
+            said = NUMBER_TOO_LONG if number_too_long(exc) else f"is no JSON: {lines[-1][:200]}"
+            raise RuntimeError(f"the {name} probe's answer {said}") from None
+        except RecursionError:
+            raise RuntimeError(f"the {name} probe's answer is nested too deeply to read") from None
 
 
 def released_capabilities(reader: Reader, change: Change, notes: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:

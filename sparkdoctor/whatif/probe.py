@@ -20,6 +20,7 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.facts import Facts
+from sparkdoctor.inputs import NUMBER_TOO_LONG, number_too_long
 from sparkdoctor.locations import data_dir
 from sparkdoctor.text import clip
 
@@ -111,14 +112,18 @@ def probe_cutedsl(facts: Any, arch: str, python: str = sys.executable) -> ProbeR
                 out.error = f"could not run: {' '.join(argv[1:4])} failed: {done.describe_failure()}: {why}"
                 return out
         done = proc.run([py, "-B", str(data_dir("probes") / "cutedsl" / "__main__.py"), "--arch", arch], timeout=PROBE_TIMEOUT)
+        too_long = False
         for line in (done.stdout or "").splitlines():
             try:
                 row = json.loads(line)
-            except ValueError:
+            except ValueError as exc:
+                too_long = too_long or number_too_long(exc)
                 continue
             if isinstance(row, dict) and "kernel" in row:
                 out.kernels.append(KernelVerdict(str(row["kernel"]), VERDICT.get(str(row.get("status")), "could not run"),
                                                  row.get("status"), clip(str(row.get("detail") or ""), 300)))
-        if not out.kernels:
+        if not out.kernels and too_long:
+            out.error = f"could not run: the CuTe DSL probe's answer {NUMBER_TOO_LONG}"
+        elif not out.kernels:
             out.error = f"could not run: the CuTe DSL probe printed no result: {done.describe_failure()}"
     return out

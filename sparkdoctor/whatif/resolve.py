@@ -21,6 +21,7 @@ from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.facts import Facts
 from sparkdoctor.facts_shapes import table
+from sparkdoctor.inputs import NUMBER_TOO_LONG, number_too_long
 from sparkdoctor.matrix.versions import parse_version
 from sparkdoctor.proc import ProcResult
 from sparkdoctor.targets.early import PIP_NO_SITE, own_pip_folder, own_pip_misfit
@@ -167,7 +168,8 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
     try:
         doc = json.loads(result.stdout)
     except (ValueError, RecursionError) as exc:
-        raise ResolveError(f"pip's --report did not parse: {exc}") from None
+        said = NUMBER_TOO_LONG if number_too_long(exc) else f"did not parse: {exc}"
+        raise ResolveError(f"pip's --report {said}") from None
     install = doc.get("install") if isinstance(doc, dict) else None
     if not isinstance(install, list) or not all(isinstance(i, dict) and isinstance(i.get("metadata"), dict) for i in install):
         raise ResolveError(f"pip's --report is not an installation report: {clip(result.stdout.strip(), 120)}")

@@ -143,6 +143,21 @@ def test_a_node_answering_arrays_thousands_deep_is_said_to_print_no_json(nodes, 
     assert "Recursion" not in str(outcome.problem)
 
 
+def test_a_node_answering_a_number_too_long_to_read_is_said_so_not_to_print_no_json(nodes, tmp_path, monkeypatch):
+    """An integer of more than 4,300 digits is JSON, but json.loads raises ValueError on it (int()'s digit limit), not
+    JSONDecodeError: the node's line was "printed no JSON: {"x": 99999...", which says nothing of why."""
+    from sparkdoctor.fleet.node import collect_node
+    from sparkdoctor.fleet.transport import Node, SshTransport
+
+    python = tmp_path / "python-long"
+    python.write_text("#!/bin/sh\ncat >/dev/null\nexec python3 -c 'print(\"{\\\"x\\\": \" + \"9\" * 5000 + \"}\")'\n")
+    python.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{nodes[1]}:{os.environ['PATH']}")
+    outcome = collect_node(SshTransport(), Node("long", python=str(python)), 60.0, "sm_121a")
+    assert not outcome.ok and outcome.problem == ("printed JSON that has a number too long to read (more digits than "
+                                                  "Python reads as an integer)"), outcome.problem
+
+
 PROBE_FAILS = """#!{python}
 import json, subprocess, sys
 done = subprocess.run([{real!r}, *sys.argv[1:]], stdin=sys.stdin, capture_output=True, text=True)

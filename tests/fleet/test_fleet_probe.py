@@ -197,11 +197,12 @@ def test_a_ray_task_keeps_only_the_tail_of_a_runaway_commands_output():
     limit was all held in the worker's memory (~630 MiB peak) before its last 16 MiB were kept. Then a deque of its
     chunks peaked at 539 MiB of RSS in a loaded CI run; the ring it reads into now allocates nothing per read. The
     verdict counts what Python allocated (tracemalloc's peak), which the machine's load cannot change: holding it
-    all (communicate) peaks at 576 MiB; the ring as it grew, one copy of its bytes and their text at 59 MiB."""
+    all (communicate) peaks at 576 MiB; the ring as it grew and one copy of its bytes (the task answers bytes) at
+    59 MiB at the most."""
     code = ("import json, resource, tracemalloc\nfrom sparkdoctor.fleet import on_node\n"
             "r = on_node.run_command(['sh', '-c', 'head -c 300000000 /dev/zero; echo; echo LAST; "
             "head -c 300000 /dev/zero >&2'], 600)\n"
-            "print(json.dumps([len(r['stdout']), len(r['stderr']), r['stdout'][-5:], r['returncode'], "
+            "print(json.dumps([len(r['stdout']), len(r['stderr']), r['stdout'][-5:].decode(), r['returncode'], "
             "tracemalloc.get_traced_memory()[1] >> 20, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10]))\n")
     done = subprocess.run([sys.executable, "-X", "tracemalloc", "-c", code], capture_output=True, text=True,
                           timeout=600)

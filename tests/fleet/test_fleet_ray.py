@@ -104,3 +104,27 @@ def test_a_node_serving_from_a_container_carries_its_image_digest(ray_cluster, d
     odd = [name for name, digest in seen.items() if digest == second]
     assert image.verdict == "risky" and image.odd == odd and len(odd) == 1
     assert not any("cannot be read from inside" in note for note in result.notes)
+
+
+def test_a_node_whose_task_answers_more_than_a_record_is_reported_and_not_fetched(ray_cluster, no_ray_env):
+    """A broken or hostile node's worker answers what it likes: ray.get fetched all of it into this process (40 MB
+    here, as much as the node liked). Now the answer's size is asked of Ray first, and a larger one is that node's
+    failure in one line, never read."""
+    from sparkdoctor.fleet import on_node
+    from sparkdoctor.fleet.transport import RayTransport
+
+    address, _ = ray_cluster
+    transport = RayTransport(address)
+    try:
+        def flood(*_args: object) -> dict[str, object]:  # a local function: sent to the node by value
+            return {"returncode": 0, "stdout": b"x" * (40 << 20), "stderr": b""}
+
+        transport.task = transport.ray.remote(flood)
+        node = transport.nodes()[0]
+        done = transport.start(node, "", [], 60).result(60)
+        assert not done.ok and done.start_error.startswith("the Ray task answered ") and done.start_error.endswith(
+            f"more than the {on_node.MAX_ANSWER:,} a probe's record may hold: not read"), done
+        ok = transport.command(node, ["sh", "-c", "echo hello"], 60)
+        assert ok.ok and ok.stdout == "hello\n", ok
+    finally:
+        transport.close()

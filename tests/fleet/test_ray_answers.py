@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from sparkdoctor.fleet import on_node
 from sparkdoctor.fleet.measure import all_reduce
 from sparkdoctor.fleet.topology import Topology
 from sparkdoctor.fleet.transport import RayTransport, _RayRunning
@@ -78,7 +79,7 @@ def test_an_odd_address_never_reaches_mpiruns_host_list():
 
 
 class _Ray:
-    """ray as _RayRunning uses it: get() answers what the node's task returned."""
+    """ray as _RayRunning uses it: get() answers what the node's task returned; the object directory says `size`."""
 
     class exceptions:
         class GetTimeoutError(Exception):
@@ -87,22 +88,59 @@ class _Ray:
         class RayError(Exception):
             pass
 
-    def __init__(self, answer: object):
-        self.answer = answer
+    def __init__(self, answer: object, size: object = 100):
+        self.answer, self.size, self.fetched = answer, size, False
+        self.experimental = SimpleNamespace(get_object_locations=self._locations)
+
+    def _locations(self, refs: list[object]) -> dict[object, dict[str, object]]:
+        if self.size is None:
+            raise AssertionError("the Ray client has no object directory")
+        return {ref: {"object_size": self.size, "node_ids": []} for ref in refs}
+
+    def wait(self, refs: list[object], timeout: float, fetch_local: bool) -> tuple[list[object], list[object]]:
+        assert fetch_local is False
+        return refs, []
 
     def get(self, ref: object, timeout: float) -> object:
+        self.fetched = True
         return self.answer
 
     def cancel(self, ref: object, force: bool) -> None:
         pass
 
 
-@pytest.mark.parametrize("answer", [5, None, ["stdout"], {"returncode": 0, "stdout": 5}, {"returncode": "0", "stdout": "{}"},
-                                    {"returncode": 0, "stdout": "{}", "stderr": {"a": 1}}])
+def _result(ray: _Ray) -> object:
+    running = _RayRunning(["ray task on n"], object(), ray)  # type: ignore[arg-type]
+    running.started = time.monotonic()
+    return running.result(5.0)
+
+
+@pytest.mark.parametrize("answer", [5, None, ["stdout"], {"returncode": 0, "stdout": 5}, {"returncode": "0", "stdout": b"{}"},
+                                    {"returncode": 0, "stdout": b"{}", "stderr": {"a": 1}}, {"returncode": 0, "stdout": "{}"}])
 def test_a_probe_task_returning_something_else_is_said_so_in_one_line(answer):
     """Before: AttributeError ("'int' object has no attribute 'get'", "'int' object has no attribute 'strip'") as the
     node's line, or `exited 0` for a status that is the text "0"."""
-    running = _RayRunning(["ray task on n"], object(), _Ray(answer))  # type: ignore[arg-type]
-    running.started = time.monotonic()
-    done = running.result(5.0)
+    done = _result(_Ray(answer))
     assert not done.ok and done.start_error == "the Ray task answered something that is not a probe's record", done
+
+
+def test_a_probe_tasks_record_is_read_as_its_bytes_decoded():
+    done = _result(_Ray({"returncode": 0, "stdout": b'{"a": 1}\n\xff', "stderr": b"", "timed_out": False}))
+    assert done.ok and done.stdout == '{"a": 1}\n\ufffd' and done.stderr == "", done
+
+
+def test_an_answer_larger_than_a_probes_record_is_the_nodes_failure_and_never_fetched():
+    """Before: ray.get fetched whatever the node's worker returned, whole, into this process (a 40 MB answer: 40 MB
+    held here, a larger one as much as the node liked); the ssh transport keeps at most a head and a tail."""
+    ray = _Ray({"returncode": 0, "stdout": b"x"}, size=on_node.MAX_ANSWER + 1)
+    done = _result(ray)
+    assert not ray.fetched and not done.ok and "\n" not in str(done.start_error)
+    assert done.start_error == (f"the Ray task answered {on_node.MAX_ANSWER + 1:,} bytes, more than the "
+                                f"{on_node.MAX_ANSWER:,} a probe's record may hold: not read")
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_an_oversized_stream_where_ray_cannot_say_the_size_is_refused_before_it_is_decoded(stream):
+    most = on_node.MAX_OUTPUT if stream == "stdout" else on_node.MAX_ERROR
+    done = _result(_Ray({"returncode": 0, stream: b"x" * (most + 1)}, size=None))
+    assert not done.ok and done.start_error.startswith(f"the Ray task answered {most + 1:,} bytes of output, more than")

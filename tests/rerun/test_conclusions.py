@@ -265,3 +265,29 @@ def test_rerun_names_a_broken_conclusion_and_why_instead_of_nothing_to_re_measur
     assert "1 broken (above)" in said
     gate, doc = _json(["rerun", "--ledger", str(path), "--fail-on", "flipped", "--format", "json"])
     assert gate.exit_code == 1 and doc["failed"] == ["flipped"] and doc["conclusions"][0]["state"] == "broken"
+
+
+def test_a_conclusion_recorded_before_bench_kept_its_folder_says_where_its_relative_paths_are_read(tmp_path, here_facts):
+    """A row without `folder` (recorded before bench stored it) was judged and re-run from the current folder in
+    silence: a recipe's model named ./models/tiny there may be another checkpoint, or none. Now the document and the
+    console say it, once for the conclusion; one that recorded its folder says nothing."""
+    old, _ = _ledger(tmp_path, here_facts)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for args in (["conclusions"], ["rerun", "--dry-run"]):
+        done = subprocess.run([sys.executable, "-m", "sparkdoctor", *args, "--ledger", str(old), "--format", "json"],
+                              cwd=elsewhere, env=dict(os.environ, COLUMNS="200"), capture_output=True, text=True, timeout=300)
+        (item,) = json.loads(done.stdout)["conclusions"]
+        assert item["notes"] == ["recorded before bench kept the folder it ran in: relative paths in its recipes (a model "
+                                 f"named ./models/tiny) are read from the current folder, {elsewhere}"], item
+        console = subprocess.run([sys.executable, "-m", "sparkdoctor", *args, "--ledger", str(old)], cwd=elsewhere,
+                                 env=dict(os.environ, COLUMNS="200"), capture_output=True, text=True, timeout=300).stdout
+        assert console.count("note:") == 1 and f"note: {item['notes'][0]}" in " ".join(console.split()), console
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    with Ledger(kept / "l.sqlite") as led:
+        add_ab(led, {"A": write_recipe(kept, "a"), "B": write_recipe(kept, "b")}, here_facts,
+               {"A": [40.0, 41.0, 40.5], "B": [100.0, 99.0, 101.0]}, "kept", extra={"folder": str(kept)})
+    result, doc = _json(["conclusions", "--ledger", str(kept / "l.sqlite"), "--format", "json"])
+    assert doc["conclusions"][0]["notes"] == [], doc
+    assert "note:" not in runner.invoke(app, ["conclusions", "--ledger", str(kept / "l.sqlite")]).output
