@@ -83,7 +83,5 @@ link_layer  # unused variable (sparkdoctor/fleet/topology.py)
 busbw_gbs  # unused variable (sparkdoctor/fleet/toolparse.py)
 algbw_gbs  # unused variable (sparkdoctor/fleet/toolparse.py)
 cache_config  # unused variable (sparkdoctor/bench/served.py): a TypedDict key, written in a dict literal
-# module-level __getattr__ (PEP 562): Python calls it to load sparkdoctor.targets submodules on first use
-__getattr__  # unused function (sparkdoctor/targets/__init__.py)
 # asyncio.wrap_future calls a concurrent Future's set_running_or_notify_cancel before it cancels it (lookup.Lookup)
 _.set_running_or_notify_cancel  # unused method (sparkdoctor/lookup.py)

@@ -81,8 +81,10 @@ class CountingProxy:
 def one(python: str, specs: list[str], today, no_deps: bool, pip_cache: Path, root: Path, proxy: CountingProxy) -> dict:
     from sparkdoctor.matrix import load
     from sparkdoctor.released import Reader
-    from sparkdoctor.targets import resolve_python_target
-    from sparkdoctor.whatif import compare, hypothetical_facts, resolve_upgrade
+    from sparkdoctor.targets.local import resolve_python_target
+    from sparkdoctor.whatif.hypothetical import hypothetical_facts
+    from sparkdoctor.whatif.judge import compare
+    from sparkdoctor.whatif.resolve import resolve_upgrade
 
     os.environ["PIP_CACHE_DIR"] = str(pip_cache)
     os.environ["UV_CACHE_DIR"] = str(pip_cache / "uv")
@@ -117,7 +119,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=1, help="cold+warm pairs")
     args = ap.parse_args()
     from sparkdoctor.check import CheckRequest, collect
-    from sparkdoctor.targets import resolve_python_target
+    from sparkdoctor.targets.local import resolve_python_target
 
     today = collect(CheckRequest(target=resolve_python_target(args.python), arch="sm_121a", kernels=False))
     print(f"load average before: {os.getloadavg()}", file=sys.stderr)

@@ -17,10 +17,10 @@ from typing import NoReturn
 import typer
 
 from sparkdoctor import __version__, proc
-from sparkdoctor.cli_support import err
 from sparkdoctor.commands import LazyVerbs
 from sparkdoctor.errors import SparkdoctorError, UsageError
 from sparkdoctor.exitcodes import EXIT_USAGE
+from sparkdoctor.stderr import err
 
 app = typer.Typer(
     cls=LazyVerbs,  # every verb loads on first use: sparkdoctor/commands/__init__.py

@@ -1,5 +1,5 @@
-"""What every command module shares: the one-line error and warnings (sparkdoctor/stderr.py), the ledger a reading
-command opens, and the --timeout option of the verbs that run in this process.
+"""What every command module shares: the ledger a reading command opens, and the --timeout option of the verbs that
+run in this process (the one-line error and warnings are sparkdoctor/stderr.py's).
 
 Command modules (sparkdoctor/commands/) import this, never cli.py, so imports run one way:
 cli -> commands -> cli_support.
@@ -8,9 +8,6 @@ cli -> commands -> cli_support.
 from __future__ import annotations
 
 from sparkdoctor.errors import LedgerFailure
-from sparkdoctor.stderr import err, say, warn
-
-__all__ = ["DEFAULT_TIMEOUT", "err", "open_ledger", "say", "warn"]
 
 
 def open_ledger(path, read_only=True):

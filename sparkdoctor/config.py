@@ -22,24 +22,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sparkdoctor.errors import InputError
+from sparkdoctor.errors import InputError, OneLine
 from sparkdoctor.locations import config_file
 from sparkdoctor.matrix import SEVERITIES, Matrix
 from sparkdoctor.matrix.loader import read_toml
-from sparkdoctor.text import one_line
 
 ENV_VAR = "SPARKDOCTOR_CONFIG"
 SECTIONS = {"check": {"ignore", "fail_on"}}
 _IGNORE_KEYS = {"id", "reason"}
 
 
-class ConfigError(InputError, ValueError):
+class ConfigError(OneLine, InputError, ValueError):
     """A config file that cannot be used; the message names the file and the key, in one line."""
 
     code = "config"
-
-    def __init__(self, message: str):
-        super().__init__(one_line(message))
 
 
 @dataclass

@@ -28,7 +28,7 @@ from sparkdoctor.exitcodes import (
     EXIT_USAGE,
     EXIT_VERIFY_ERROR,
 )
-from sparkdoctor.text import error_line
+from sparkdoctor.text import error_line, one_line
 
 
 class SparkdoctorError(Exception):
@@ -42,6 +42,14 @@ class SparkdoctorError(Exception):
     def to_dict(self) -> dict[str, object]:
         """The error as it appears in a JSON document's `errors` list."""
         return {"code": self.code, "type": type(self).__name__, "message": error_line(str(self)), "exit_code": self.exit_code}
+
+
+class OneLine(SparkdoctorError):
+    """An error whose message is made one line when it is raised (a file's keys, a path or a tool's output may hold
+    line breaks): the snapshot, matrix, recipe, config and fix errors."""
+
+    def __init__(self, message: str):
+        super().__init__(one_line(message))
 
 
 class UsageError(SparkdoctorError):

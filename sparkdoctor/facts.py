@@ -50,11 +50,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypedDict
 
-from sparkdoctor.errors import InputError
+from sparkdoctor.errors import InputError, OneLine
 from sparkdoctor.files import write_text
 from sparkdoctor.inputs import STREAM_BYTES, NonFinite, loads_finite, read_text
 from sparkdoctor.names import canonicalize_name
-from sparkdoctor.text import one_line
 
 SCHEMA = 1
 
@@ -94,13 +93,10 @@ class CollectorError(TypedDict):
     error: str
 
 
-class FactsError(InputError, ValueError):
+class FactsError(OneLine, InputError, ValueError):
     """A snapshot that cannot be read; the message names the file and the field, in one line."""
 
     code = "snapshot"
-
-    def __init__(self, message: str):
-        super().__init__(one_line(message))
 
 
 @dataclass

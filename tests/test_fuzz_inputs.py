@@ -28,7 +28,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from sparkdoctor import cli
-from sparkdoctor.audit import AuditError, AuditOptions, run_audit
+from sparkdoctor.audit.errors import AuditError
+from sparkdoctor.audit.roofline import AuditOptions, run_audit
 from sparkdoctor.audit.safetensors import read_header
 from sparkdoctor.conclusions import staleness, store
 from sparkdoctor.conclusions.model import ConclusionError

@@ -31,7 +31,7 @@ def test_only_a_number_past_ints_digit_limit_is_too_long():
 
 
 def test_the_target_probe_says_the_number_is_too_long():
-    from sparkdoctor.targets import TargetError
+    from sparkdoctor.targets.interface import TargetError
     from sparkdoctor.targets.local import PythonTarget, parse_json_probe, probe_entry
 
     with pytest.raises(TargetError) as info:

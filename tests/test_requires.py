@@ -102,7 +102,7 @@ def test_a_real_no_deps_install_fails_the_gate_and_a_real_healthy_one_does_not()
 def test_diff_does_not_report_the_marker_variables_again():
     """They restate target.version and the host: a snapshot from before they were read, or a node with another kernel
     release, is no new difference (`diff` judges the version and the host by themselves)."""
-    from sparkdoctor.diff import compare
+    from sparkdoctor.diff.compare import compare
 
     before = facts({"triton": {"version": "3.9.0"}}, markers=None)
     after = facts({"triton": {"version": "3.9.0"}}, markers={**LINUX_X86, "platform_release": "6.11.0"})

@@ -17,8 +17,8 @@ from packaging.utils import canonicalize_name as packaging_canonical
 from sparkdoctor import locations
 from sparkdoctor.matrix import load
 from sparkdoctor.names import canonicalize_name
-from sparkdoctor.targets import PythonTarget
 from sparkdoctor.targets import probe as target_probe
+from sparkdoctor.targets.local import PythonTarget
 from tests.probe_modules import probe_module
 
 

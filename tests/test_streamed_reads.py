@@ -68,7 +68,7 @@ def test_a_deflated_bomb_in_a_wheel_is_refused_by_its_declared_size_before_a_byt
     """A member of 64 MiB of one repeated line deflates to ~64 kB: it was fetched, inflated whole into memory and
     written to the cache, then judged too large (a 2.7 MB wheel held 600 MiB). The central directory's size is
     judged first now: nothing of it is fetched or cached, and `mods check --release` says "too large"."""
-    from sparkdoctor.mods import Verdict
+    from sparkdoctor.mods.model import Verdict
     from sparkdoctor.mods.trees import MAX_FILE, NotPatchable, ReleaseTree
     from sparkdoctor.released.http import TooLarge
     from sparkdoctor.released.wheel import member_path

@@ -57,7 +57,7 @@ def test_a_venv_whose_base_python_is_gone_says_so(tmp_path):
     interpreter" for the link (which `ls` shows) and "a folder without bin/python" for the folder."""
     import pytest
 
-    from sparkdoctor.targets import TargetError
+    from sparkdoctor.targets.interface import TargetError
 
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
@@ -76,7 +76,7 @@ def test_a_loop_of_links_is_called_a_loop_not_a_missing_file(tmp_path):
     not exist" points the user at a file that `ls` shows."""
     import pytest
 
-    from sparkdoctor.targets import TargetError
+    from sparkdoctor.targets.interface import TargetError
 
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
@@ -167,7 +167,7 @@ def test_a_venv_made_by_python_m_venv_whose_base_python_is_gone_names_the_missin
     and named neither; it names the missing base interpreter now."""
     import pytest
 
-    from sparkdoctor.targets import TargetError
+    from sparkdoctor.targets.interface import TargetError
 
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
@@ -186,7 +186,7 @@ def test_a_program_that_is_no_python_is_named_so_not_as_a_failed_probe(tmp_path,
     """`--python /bin/ls` (or a wrapper that runs something else) said "probe target_env in /bin/ls: ls exited 2: Try
     '/bin/ls --help' for more information.": true, but not what is wrong. Asked for its version, it gives none."""
     from sparkdoctor import proc
-    from sparkdoctor.targets import TargetError
+    from sparkdoctor.targets.interface import TargetError
 
     program = tmp_path / "frob"
     program.write_text(f"#!/bin/sh\n{answer}\n")
@@ -203,7 +203,7 @@ def test_a_venvs_bin_folder_is_taken_as_the_venv_and_a_dangling_virtual_env_says
     """`--python venv/bin` was "a folder without bin/python" (python is right there); with $VIRTUAL_ENV naming a venv
     whose base Python is gone, check said "no bin/python there (a venv deleted or moved?)" for a bin/python `ls`
     shows."""
-    from sparkdoctor.targets import TargetError
+    from sparkdoctor.targets.interface import TargetError
 
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
@@ -239,7 +239,7 @@ def test_a_program_that_exits_0_is_named_as_no_python_not_as_a_probe_that_printe
     """`--python /bin/true` said "probe target_env printed no JSON: no output", which reads as sparkdoctor's own bug;
     `/bin/echo` quoted the probe's argv. Both exit 0: asked for a version, they give none."""
     from sparkdoctor import proc
-    from sparkdoctor.targets import TargetError
+    from sparkdoctor.targets.interface import TargetError
 
     program = tmp_path / "frob"
     program.write_text(f"#!/bin/sh\n{answer}\n")
@@ -255,7 +255,7 @@ def test_a_program_that_exits_0_is_named_as_no_python_not_as_a_probe_that_printe
 def test_a_python_whose_probe_prints_no_json_is_still_said_so(tmp_path):
     """A real interpreter (it answers its version) whose probe printed something else keeps "printed no JSON"."""
     from sparkdoctor import proc
-    from sparkdoctor.targets import TargetError
+    from sparkdoctor.targets.interface import TargetError
 
     printed = proc.ProcResult([sys.executable], 0, "hello from a .pth file\n", "", 0.1)
     with pytest.raises(TargetError, match="probe target_env printed no JSON: hello from a .pth file"):
@@ -267,7 +267,7 @@ def test_a_python_whose_probe_prints_no_json_is_still_said_so(tmp_path):
 def test_a_venvs_console_script_is_named_with_the_interpreter_to_pass(tmp_path, folder, first_lines):
     """`check --python venv/bin/pip` (or bin/vllm) ran the probes through pip: "probe target_env in .../pip: pip exited
     2: no such option: -S", after a report with "host unknown". The script's first line names the interpreter."""
-    from sparkdoctor.targets import TargetError
+    from sparkdoctor.targets.interface import TargetError
 
     python = tmp_path / folder / "bin" / "python3"
     python.parent.mkdir(parents=True)

@@ -6,7 +6,7 @@ wheels (tests/released_server.py); the matrix is tests/test_tracking.py's."""
 from __future__ import annotations
 
 from sparkdoctor.matrix import load
-from sparkdoctor.track import track
+from sparkdoctor.track.run import track
 from tests.released_server import Registry, build_wheel
 from tests.test_tracking import RELEASES, reader_for, write_matrix
 

@@ -14,7 +14,7 @@ import pytest
 from sparkdoctor.matrix import MatrixError, load
 from sparkdoctor.released import Index, Reader, RemoteError
 from sparkdoctor.released.http import Client
-from sparkdoctor.track import track
+from sparkdoctor.track.run import track
 from sparkdoctor.verify.bounds import verify_bounds
 from tests.released_server import Registry, build_wheel
 

@@ -15,12 +15,9 @@ import pytest
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix import load
 from sparkdoctor.targets.local import resolve_python_target
-from sparkdoctor.whatif import (
-    ResolveError,
-    compare,
-    hypothetical_facts,
-    resolve_upgrade,
-)
+from sparkdoctor.whatif.hypothetical import hypothetical_facts
+from sparkdoctor.whatif.judge import compare
+from sparkdoctor.whatif.resolve import ResolveError, resolve_upgrade
 from tests.released_server import build_wheel
 
 MATRIX = """

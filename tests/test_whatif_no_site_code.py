@@ -15,7 +15,7 @@ import pytest
 
 from sparkdoctor.facts import Facts
 from sparkdoctor.targets.local import resolve_python_target
-from sparkdoctor.whatif import resolve_upgrade
+from sparkdoctor.whatif.resolve import resolve_upgrade
 from tests.released_server import build_wheel
 
 

@@ -15,7 +15,8 @@ from sparkdoctor.check import CheckRequest, collect
 from sparkdoctor.matrix import evaluate_all, load
 from sparkdoctor.released import Reader
 from sparkdoctor.targets.local import resolve_python_target
-from sparkdoctor.whatif import hypothetical_facts, resolve_upgrade
+from sparkdoctor.whatif.hypothetical import hypothetical_facts
+from sparkdoctor.whatif.resolve import resolve_upgrade
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from sparkdoctor.audit import AuditError, ceiling_for, roofline_line
+from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.fromrecipe import flag_values, vllm_dtype
+from sparkdoctor.audit.roofline import ceiling_for, roofline_line
 from sparkdoctor.bench.measure import Measurement
 from sparkdoctor.recipes.model import Recipe
 

@@ -103,7 +103,7 @@ def _cache_config(answer: tuple[int, bytes] | None) -> dict[str, str] | None:
 
 def _revision(engine_config: str | None, root: str | None) -> Revision:
     """The served model's revision and where it was read (see the module's docstring)."""
-    from sparkdoctor.audit import AuditError
+    from sparkdoctor.audit.errors import AuditError
     from sparkdoctor.audit.locate import hub_cache, resolve_model
 
     said = _REVISION.search(engine_config or "")

@@ -77,7 +77,8 @@ def run(options: AuditCommand) -> Result[Audit]:
 
 
 def _audit(options: AuditCommand) -> Audit:
-    from sparkdoctor.audit import AuditOptions, fromrecipe, run_audit
+    from sparkdoctor.audit import fromrecipe
+    from sparkdoctor.audit.roofline import AuditOptions, run_audit
 
     explicit = {"max_model_len": options.max_model_len, "max_num_seqs": options.max_num_seqs,
                 "gpu_memory_utilization": options.gpu_memory_utilization, "kv_cache_dtype": options.kv_cache_dtype}

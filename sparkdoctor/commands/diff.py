@@ -40,7 +40,7 @@ class DiffCommand:
 
 def run(options: DiffCommand) -> Result[DiffDocument]:
     """The two snapshots compared; a FactsError (one line naming the file and field) is exit 2 by itself."""
-    from sparkdoctor.diff import compare
+    from sparkdoctor.diff.compare import compare
     from sparkdoctor.facts import Facts
 
     options.refuse_bad_options()

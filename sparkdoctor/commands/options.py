@@ -190,8 +190,8 @@ def verb(options: type[E], run: Callable[[E], Result[object]], help: str, say_er
     document is written even when it fails: fix's refusal, report's target that could not be probed)."""
 
     def body(parsed: E) -> None:
-        from sparkdoctor.cli_support import err
         from sparkdoctor.emit import emit
+        from sparkdoctor.stderr import err
 
         if hasattr(parsed, "ledger"):  # a verb that reads or writes the ledger (--ledger PATH or None) never writes over it
             ledger = parsed.ledger

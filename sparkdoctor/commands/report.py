@@ -97,7 +97,7 @@ def _check(options: ReportCommand) -> CheckOutcome:
 
         return check(CheckRequest(facts=Facts.load(options.facts_file), matrix=options.matrix, arch=options.arch))
     from sparkdoctor import proc
-    from sparkdoctor.targets import TargetError
+    from sparkdoctor.targets.interface import TargetError
     from sparkdoctor.targets.local import resolve_python_target
 
     try:

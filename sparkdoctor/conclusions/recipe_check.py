@@ -319,8 +319,8 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
         return _judge(recipe, matrix_path, python, fail_on, progress, container, container_python, model)
 
     # sparkdoctor.mods (its judge, diffs and trees) only when asked: recipe check's start-up does not need it
-    from sparkdoctor.mods import ModError
     from sparkdoctor.mods.images import throwaway_container
+    from sparkdoctor.mods.model import ModError
 
     if progress:
         progress(f"starting a throwaway container of image {image}")
@@ -382,7 +382,7 @@ def _mod_findings(recipe: Recipe, target: EnvTarget, in_container: bool, progres
     if not recipe.mods():
         return []
     # sparkdoctor.mods only for a recipe that names mods: recipe check's start-up does not need it
-    from sparkdoctor.mods import ModError
+    from sparkdoctor.mods.model import ModError
     from sparkdoctor.mods.recipe import mod_findings
     from sparkdoctor.mods.trees import ContainerTree, venv_tree
 

@@ -33,8 +33,8 @@ from sparkdoctor.errors import TargetUnprobeable
 from sparkdoctor.ledger.schema import LedgerError
 from sparkdoctor.ledger.store import Ledger, recipe_hash
 from sparkdoctor.matrix.model import Matrix
-from sparkdoctor.mods import ModError
 from sparkdoctor.mods.images import image_tree
+from sparkdoctor.mods.model import ModError
 from sparkdoctor.mods.recipe import stale_mods
 from sparkdoctor.mods.trees import venv_tree
 from sparkdoctor.recipes.model import Recipe

@@ -4,10 +4,3 @@ upgrade), field by field, with a verdict per difference: risky for a multi-node 
 compare.py walks the fields, rules.py holds the verdicts (data), document.py is the answer (versioned
 JSON); sparkdoctor/views/diff.py prints it for people. The basis of a fleet view: N snapshots are N-1 diffs against a reference node.
 """
-
-from __future__ import annotations
-
-from sparkdoctor.diff.compare import Comparison, Difference, compare
-from sparkdoctor.diff.rules import BENIGN, RISKY
-
-__all__ = ["BENIGN", "RISKY", "Comparison", "Difference", "compare"]

@@ -13,14 +13,13 @@ import signal
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
-from sparkdoctor.errors import SparkdoctorError
+from sparkdoctor.errors import OneLine
 from sparkdoctor.exitcodes import (
     EXIT_FIX_FAILED,
     EXIT_FIX_REFUSED,
     EXIT_FIX_UNCHANGED,
     EXIT_USAGE,
 )
-from sparkdoctor.text import one_line
 from sparkdoctor.vocab import Word
 
 
@@ -55,14 +54,11 @@ class ActionKind(Word):
     drop_flag = "drop-flag"
 
 
-class FixError(SparkdoctorError):
+class FixError(OneLine):
     """Why `fix` cannot go on, in one line."""
 
     exit_code: int = EXIT_FIX_FAILED
     code: str = "fix-failed"
-
-    def __init__(self, message: str):
-        super().__init__(one_line(message))
 
 
 def failure_text(exc: BaseException) -> str:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from sparkdoctor.diff import BENIGN, RISKY, compare
+from sparkdoctor.diff.compare import compare
+from sparkdoctor.diff.rules import BENIGN, RISKY
 from sparkdoctor.facts import Facts
 from sparkdoctor.fleet import rules
 from sparkdoctor.fleet.drift import Drift

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from sparkdoctor.diff import BENIGN, RISKY
+from sparkdoctor.diff.rules import BENIGN, RISKY
 from sparkdoctor.facts import Facts
 from sparkdoctor.fleet.drift import Drift
 from sparkdoctor.fleet.fabric import hca_named

@@ -10,8 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkdoctor.errors import InputError
-from sparkdoctor.text import one_line
+from sparkdoctor.errors import InputError, OneLine
 from sparkdoctor.vocab import Action, Evidence, Severity
 
 SEVERITIES = Severity.values()  # ("info", "warn", "error"): the words of sparkdoctor.vocab.Severity
@@ -25,13 +24,10 @@ EVIDENCE_LEVELS = Evidence.values()  # ("reproduced", "checked", "reported")
 ID_RE = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")
 
 
-class MatrixError(InputError, ValueError):
+class MatrixError(OneLine, InputError, ValueError):
     """A malformed matrix file; the message names the file, the entry and the field, in one line."""
 
     code = "matrix"
-
-    def __init__(self, message: str):
-        super().__init__(one_line(message))
 
 
 def refuse_unknown_keys(table: dict[str, object], known: set[str], where: str) -> None:

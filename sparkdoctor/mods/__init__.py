@@ -1,10 +1,5 @@
 """The mods gate: does each patch a recipe applies still apply, is it already upstream, or will it break the
-launch? Interface: `judge_mod(path, tree)` with a tree from `sparkdoctor.mods.trees` (an installed
+launch? Interface: `judge.judge_mod(path, tree)` with a tree from `sparkdoctor.mods.trees` (an installed
 environment or released wheels); the verdicts are `sparkdoctor.mods.model.Verdict`. Nothing here changes a
 target: diffs are dry runs on scratch copies, scripts run isolated against a scratch copy.
 """
-
-from sparkdoctor.mods.judge import judge_mod
-from sparkdoctor.mods.model import ModError, Verdict
-
-__all__ = ["ModError", "Verdict", "judge_mod"]

@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparkdoctor.errors import InputError
-from sparkdoctor.text import one_line
+from sparkdoctor.errors import InputError, OneLine
 
 FORMATS = ("sparkdoctor", "eugr-v1", "sparkrun-v2")
 DEFAULT_READINESS = "/health"
@@ -25,13 +24,10 @@ BIND_FLAGS = ("--host", "--port")
 ID_WORDS = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")
 
 
-class RecipeError(InputError, ValueError):
+class RecipeError(OneLine, InputError, ValueError):
     """A recipe that cannot be read or resolved; the message names the file and the field, in one line."""
 
     code = "recipe"
-
-    def __init__(self, message: str):
-        super().__init__(one_line(message))
 
 
 @dataclass(frozen=True)

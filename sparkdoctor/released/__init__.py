@@ -63,15 +63,6 @@ class Reader:
     def versions(self, project: str, prereleases: bool = False, dist: str = "wheel", yanked: bool = False) -> list[str]:
         return self.index.versions(project, prereleases, dist, yanked)
 
-    def yanked(self, project: str) -> set[str]:
-        return self.index.yanked(project)
-
-    def builds(self, project: str) -> dict[str, list[str]]:
-        return self.index.builds(project)
-
-    def upload_times(self, project: str) -> dict[str, str]:
-        return self.index.upload_times(project)
-
     def release(self, project: str, version: str) -> RemoteWheel:
         key = (project, version)
         if key not in self._open:

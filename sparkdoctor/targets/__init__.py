@@ -12,37 +12,4 @@ running container), how it is chosen from the options, probed early, and how its
     choose.py             check's choice of target from --python / --container / --container-python
 
     interface.py          the Protocols (Target, FileTransport) and the stage's errors (TargetError, FileError)
-
-The names most callers need are importable from here.
 """
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from sparkdoctor.targets.interface import (
-        FileError,
-        FileTransport,
-        Target,
-        TargetError,
-    )
-    from sparkdoctor.targets.local import (
-        PythonTarget,
-        probe_entry,
-        resolve_python_target,
-    )
-
-__all__ = ["FileError", "FileTransport", "PythonTarget", "Target", "TargetError", "probe_entry", "resolve_python_target"]
-_HOME = {"FileError": "interface", "FileTransport": "interface", "Target": "interface", "TargetError": "interface",
-         "PythonTarget": "local", "probe_entry": "local", "resolve_python_target": "local"}
-
-
-def __getattr__(name: str) -> object:
-    """The names above, imported on first use: the console entry point imports targets.early (standard library
-    only) to start the target probe, and loading local.py (pathlib, platformdirs) first would delay it ~20 ms."""
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)

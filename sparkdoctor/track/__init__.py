@@ -6,7 +6,3 @@ never applies them: the matrix is changed by a person, through review.
   run       which releases, which entries, the verdicts and the proposed edits
   render    console and markdown views of the JSON-able result
 """
-
-from sparkdoctor.track.run import track
-
-__all__ = ["track"]

@@ -91,7 +91,7 @@ def _uploaded_after(reader: Reader, package: str, since: str, on: str | None) ->
     with no date, after `since` itself was uploaded: backports of an older line (cutlass-dsl 4.5.3 after 4.6.0). The
     day itself counts: a run at 06:00 proposes that day, and a backport uploaded at 15:00 was otherwise never seen."""
     try:
-        times = reader.upload_times(package)
+        times = reader.index.upload_times(package)
     except RemoteError:
         return set(), {}
     after = on or times.get(str(Version(since)), "")[:10]
@@ -107,8 +107,8 @@ def _new_releases(reader: Reader, package: str, since: str, through: str | None,
     since, through = Version(since).public, through and Version(through).public
     try:  # every release a box can run: `check` compares pre-releases, and pip installs a yanked one pinned with ==
         versions = reader.versions(package, prereleases=True, yanked=True)
-        yanked = reader.yanked(package)
-        builds = reader.builds(package)
+        yanked = reader.index.yanked(package)
+        builds = reader.index.builds(package)
     except RemoteError as exc:
         row["note"] = str(exc)
         row["error"] = "no project" not in str(exc)  # not on this index is a fact to say; an unreachable index is an error

@@ -7,9 +7,3 @@
                 (single members of the released wheels, sparkdoctor.released), never installed
   judge         both Facts judged by the matrix; findings fixed / introduced / unchanged / cannot tell
 """
-
-from sparkdoctor.whatif.hypothetical import hypothetical_facts
-from sparkdoctor.whatif.judge import WhatIf, compare
-from sparkdoctor.whatif.resolve import Change, ResolveError, resolve_upgrade
-
-__all__ = ["Change", "ResolveError", "WhatIf", "compare", "hypothetical_facts", "resolve_upgrade"]

@@ -18,7 +18,7 @@ from sparkdoctor.facts import Facts
 from sparkdoctor.ledger import Ledger, default_path
 from sparkdoctor.matrix import load
 from sparkdoctor.matrix.model import Matrix
-from sparkdoctor.mods import ModError
+from sparkdoctor.mods.model import ModError
 from sparkdoctor.mods.recipe import mod_findings
 from sparkdoctor.mods.trees import (
     ContainerTree,
@@ -32,19 +32,19 @@ from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.released import Reader
 from sparkdoctor.targets.choose import refuse_bad_target_options, resolve_target
 from sparkdoctor.targets.interface import Target
-from sparkdoctor.whatif import compare, hypothetical_facts, resolve_upgrade
-from sparkdoctor.whatif.hypothetical import released_flags
+from sparkdoctor.whatif.hypothetical import hypothetical_facts, released_flags
 from sparkdoctor.whatif.judge import (
     ModsDelta,
     ProbeComparison,
     RecipeWhatIf,
     WhatIf,
+    compare,
     compare_recipe,
     stale_conclusions,
 )
 from sparkdoctor.whatif.probe import probe_cutedsl
 from sparkdoctor.whatif.ptx import probe_ptx
-from sparkdoctor.whatif.resolve import Change, Resolution, check_specs
+from sparkdoctor.whatif.resolve import Change, Resolution, check_specs, resolve_upgrade
 
 
 @dataclass

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor import recipes
-from sparkdoctor.audit import AuditError, AuditOptions, run_audit
 from sparkdoctor.audit.checkpoint import load_checkpoint
+from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.fromrecipe import recipe_settings
+from sparkdoctor.audit.roofline import AuditOptions, run_audit
 from sparkdoctor.bench.model_identity import identity
 from tests.audit.test_checkpoint import tiny
 from tests.hostile import hang_guard

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.audit import AuditOptions, run_audit
 from sparkdoctor.audit.checkpoint import load_checkpoint
 from sparkdoctor.audit.locate import resolve_model
+from sparkdoctor.audit.roofline import AuditOptions, run_audit
 from sparkdoctor.audit.safetensors import read_header
 from tests.audit import builders
 from tests.audit.test_checkpoint import TINY, one_line, tiny

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from sparkdoctor.audit import AuditError, AuditOptions, run_audit
 from sparkdoctor.audit.checkpoint import load_checkpoint
+from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.locate import resolve_model
+from sparkdoctor.audit.roofline import AuditOptions, run_audit
 from tests.audit import builders
 
 TINY = {"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 2, "vocab_size": 100}

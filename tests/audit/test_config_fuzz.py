@@ -8,8 +8,9 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkdoctor.audit import AuditError, AuditOptions, run_audit
 from sparkdoctor.audit.checkpoint import load_checkpoint
+from sparkdoctor.audit.errors import AuditError
+from sparkdoctor.audit.roofline import AuditOptions, run_audit
 from tests.audit import builders
 
 KEYS = ["num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkdoctor.audit import AuditOptions, run_audit
+from sparkdoctor.audit.roofline import AuditOptions, run_audit
 from tests.audit import builders
 
 

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor import recipes
-from sparkdoctor.audit import AuditError, AuditOptions, run_audit
 from sparkdoctor.audit.checkpoint import load_checkpoint
+from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.fromrecipe import recipe_settings
 from sparkdoctor.audit.modelconfig import read_shape
+from sparkdoctor.audit.roofline import AuditOptions, run_audit
 from sparkdoctor.memory.need import launch_need
 from tests.audit.test_checkpoint import tiny
 

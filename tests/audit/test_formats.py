@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sparkdoctor.audit import AuditError, AuditOptions, run_audit
 from sparkdoctor.audit.bytemodel import expert_fraction
+from sparkdoctor.audit.errors import AuditError
+from sparkdoctor.audit.roofline import AuditOptions, run_audit
 from tests.audit import builders
 
 
@@ -127,7 +128,7 @@ def test_bad_options_are_one_line(qwen3_8b, kw, message):
 
 
 def test_ceiling_for_and_the_bench_roofline_line(qwen3_8b):
-    from sparkdoctor.audit import ceiling_for, roofline_line
+    from sparkdoctor.audit.roofline import ceiling_for, roofline_line
 
     c = ceiling_for(qwen3_8b["nvfp4a16"], context=512, kv_cache_dtype="fp8", gpu="gb10")
     assert c["ceiling_tok_s"] == pytest.approx(52.6, abs=0.1) and c["bandwidth_gbs"] == 273

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor import recipes
-from sparkdoctor.audit import AuditError, AuditOptions, run_audit
+from sparkdoctor.audit.errors import AuditError
+from sparkdoctor.audit.roofline import AuditOptions, run_audit
 from sparkdoctor.memory.need import launch_need
 from tests.audit.test_checkpoint import TINY, tiny
 

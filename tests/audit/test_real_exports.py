@@ -6,7 +6,7 @@ weights (torch.float8_e4m3fnuz, which safetensors writes as F8_E4M3FNUZ). Byte c
 
 from __future__ import annotations
 
-from sparkdoctor.audit import AuditOptions, run_audit
+from sparkdoctor.audit.roofline import AuditOptions, run_audit
 from tests.audit import builders
 
 PRODUCER = {"name": "modelopt", "version": "0.45.0"}

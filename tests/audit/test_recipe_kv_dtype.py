@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from sparkdoctor.audit import AuditOptions, run_audit
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.fromrecipe import recipe_settings
+from sparkdoctor.audit.roofline import AuditOptions, run_audit
 from sparkdoctor.recipes import load as load_recipe
 from tests.audit import builders
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkdoctor.audit import AuditOptions, run_audit
+from sparkdoctor.audit.roofline import AuditOptions, run_audit
 
 GIB, MIB = 2**30, 2**20
 GB10 = 273e9

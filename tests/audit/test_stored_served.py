@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sparkdoctor.audit import AuditOptions, run_audit
 from sparkdoctor.audit.checkpoint import load_checkpoint
+from sparkdoctor.audit.roofline import AuditOptions, run_audit
 from tests.audit.test_checkpoint import tiny
 
 REPO = Path(__file__).resolve().parent.parent.parent

@@ -131,16 +131,17 @@ def test_mods_refuses_two_targets(tmp_path):
 def whatif_sample(tmp_path: Path) -> Result:
     """A WhatIf with every part its renderers draw (findings, a recipe with mods, a stale conclusion, the probes),
     judged by the demo matrix of tests/test_whatif.py on hand-made Facts (no pip, no registry)."""
-    from sparkdoctor.whatif import Change, compare
     from sparkdoctor.whatif.judge import (
         ModsDelta,
         ProbeComparison,
         RecipeRow,
         RecipeWhatIf,
         StaleConclusion,
+        compare,
     )
     from sparkdoctor.whatif.probe import KernelVerdict, ProbeRun
     from sparkdoctor.whatif.ptx import PtxComparison, PtxKernel, PtxRow
+    from sparkdoctor.whatif.resolve import Change
     from tests.test_whatif import facts_of, matrix
 
     whatif = compare(facts_of("0.1.0"), facts_of("0.2.0"), matrix(tmp_path), ["demo==0.2.0"], [Change("demo", "0.1.0", "0.2.0")],

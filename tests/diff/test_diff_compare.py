@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from sparkdoctor.diff import BENIGN, RISKY, compare
+from sparkdoctor.diff.compare import compare
+from sparkdoctor.diff.rules import BENIGN, RISKY
 from sparkdoctor.facts import Facts
 from tests.gb10 import gb10_facts, ptxas
 

@@ -11,8 +11,7 @@ import json
 
 from rich.console import Console
 
-from sparkdoctor.diff import compare
-from sparkdoctor.diff.compare import MAX_LEAVES
+from sparkdoctor.diff.compare import MAX_LEAVES, compare
 from sparkdoctor.diff.document import DiffDocument
 from sparkdoctor.facts import Facts
 from sparkdoctor.views.diff import SHOWN, draw

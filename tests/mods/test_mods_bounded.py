@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from sparkdoctor.mods import judge_mod
+from sparkdoctor.mods.judge import judge_mod
 from sparkdoctor.mods.model import ModError
 from sparkdoctor.mods.sandbox import _digest
 from sparkdoctor.mods.trees import MAX_FILE, SiteTree

@@ -13,8 +13,9 @@ import time
 
 import pytest
 
-from sparkdoctor.mods import Verdict, judge_mod
 from sparkdoctor.mods.diffs import _longest_prefix_match, judge_diff_text
+from sparkdoctor.mods.judge import judge_mod
+from sparkdoctor.mods.model import Verdict
 from tests.mods.test_mods_static import AFTER, BEFORE, REPO, make_diff, site, write
 
 CPU_BOUND_S = 5.0  # the old search took ~18 s of CPU on this file; the linear one takes a fraction of a second

@@ -9,10 +9,9 @@ import time
 
 import pytest
 
-from sparkdoctor.mods import Verdict, judge_mod
 from sparkdoctor.mods.diffs import MAX_FILES, MAX_HUNKS, judge_diff_text
-from sparkdoctor.mods.judge import MAX_MOD_BYTES
-from sparkdoctor.mods.model import ModError
+from sparkdoctor.mods.judge import MAX_MOD_BYTES, judge_mod
+from sparkdoctor.mods.model import ModError, Verdict
 from tests.mods.test_mods_static import AFTER, BEFORE, make_diff, site
 
 CPU_BOUND_S = 10.0

@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from sparkdoctor.mods import Verdict, judge_mod
+from sparkdoctor.mods.judge import judge_mod
+from sparkdoctor.mods.model import Verdict
 from sparkdoctor.mods.published import shown_lines
 from tests.mods.test_mods_sandbox import tree  # noqa: F401  (a fixture)
 from tests.mods.test_mods_scripts import folder

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkdoctor.mods import Verdict, judge_mod
+from sparkdoctor.mods.judge import judge_mod
+from sparkdoctor.mods.model import Verdict
 from tests.mods.test_mods_sandbox import tree  # noqa: F401  (the fixture)
 from tests.mods.test_mods_scripts import folder
 

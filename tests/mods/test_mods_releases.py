@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.mods import Verdict, judge_mod
+from sparkdoctor.mods.judge import judge_mod
+from sparkdoctor.mods.model import Verdict
 from sparkdoctor.mods.trees import ReleaseTree
 from tests.mods.test_mods_static import sd
 

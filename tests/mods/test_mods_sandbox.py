@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.mods import Verdict, judge_mod, sandbox, scratch_watch
+from sparkdoctor.mods import sandbox, scratch_watch
+from sparkdoctor.mods.judge import judge_mod
+from sparkdoctor.mods.model import Verdict
 from sparkdoctor.mods.trees import SiteTree
 from tests.mods.test_mods_recipe import target_venv
 from tests.mods.test_mods_scripts import EUGR_SITE, folder

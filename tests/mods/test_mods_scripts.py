@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.mods import Verdict, judge_mod
+from sparkdoctor.mods.judge import judge_mod
+from sparkdoctor.mods.model import Verdict
 from sparkdoctor.mods.trees import SiteTree
 from tests.mods.test_mods_static import AFTER, BEFORE, make_diff
 

@@ -67,7 +67,8 @@ def test_an_unknown_machine_gets_no_filter():
 
 
 def test_on_an_unknown_machine_no_script_is_run(tmp_path, monkeypatch, sandbox_tools):
-    from sparkdoctor.mods import Verdict, judge_mod
+    from sparkdoctor.mods.judge import judge_mod
+    from sparkdoctor.mods.model import Verdict
     from sparkdoctor.mods.trees import SiteTree
 
     monkeypatch.setattr(seccomp.platform, "machine", lambda: "riscv64")

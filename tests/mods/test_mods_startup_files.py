@@ -45,7 +45,8 @@ def test_a_mod_that_edits_ordinary_files_still_applies(tmp_path):
 
 def test_a_script_that_drops_a_pth_file_is_flagged_too(tmp_path, sandbox_tools):
     """The same through a mod script run in the sandbox: the file it creates is judged like a diff's."""
-    from sparkdoctor.mods import Verdict, judge_mod
+    from sparkdoctor.mods.judge import judge_mod
+    from sparkdoctor.mods.model import Verdict
     from tests.mods.test_mods_scripts import EUGR_SITE, folder
 
     tree = site(tmp_path, BEFORE)

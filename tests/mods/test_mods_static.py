@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.mods import ModError, Verdict, judge_mod
+from sparkdoctor.mods.judge import judge_mod
+from sparkdoctor.mods.model import ModError, Verdict
 from sparkdoctor.mods.trees import SiteTree, parse_release, site_relative
 
 BEFORE = "".join(f"line {i}\n" for i in range(1, 40)).replace("line 20\n", "    splits = 4\n")

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from sparkdoctor.anonymize import redactor_for, shapes
-from sparkdoctor.diff import compare
+from sparkdoctor.diff.compare import compare
 from sparkdoctor.diff.document import DiffDocument
 from sparkdoctor.facts import Facts, FactsError
 from sparkdoctor.findings import build_report
