@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests import venvs
+from tests.fix import scenario
 from tests.purewheel import pure_wheel
 
 NAME, MODULE = "quack-kernels", "quack"  # a tracked component (sparkdoctor.facts.TRACKED_PREFIXES)
@@ -49,15 +50,26 @@ def built(tmp_path_factory, wheels) -> Path:
     return venv
 
 
-@pytest.fixture
-def venv(built, tmp_path) -> Path:
-    """A private copy, made as `python3 -m venv` + the same install would make it here (scripts name this interpreter)."""
-    copy = tmp_path / "venv"
+@pytest.fixture(scope="module")
+def _private(built, tmp_path_factory) -> tuple[Path, scenario.Frozen]:
+    """The private venv, made once per module (per xdist worker), and its bytes saved."""
+    copy = tmp_path_factory.mktemp("private") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(copy)], check=True, timeout=120)
     site = next(built.glob("lib/python*/site-packages"))
     for entry in site.iterdir():
         if entry.name.startswith(("quack", "quack_kernels")):
             (shutil.copytree if entry.is_dir() else shutil.copy2)(entry, next(copy.glob("lib/python*/site-packages")) / entry.name)
+    return copy, scenario.Frozen(copy)
+
+
+@pytest.fixture
+def venv(_private) -> Path:
+    """A private venv, made as `python3 -m venv` + the same install would make it here (scripts name this interpreter),
+    as every test breaks it. Made once and put back at the same path for each test (`cp -a`: every byte, mode, mtime
+    and link as made): `python -m venv` was 4 CPU s a test, most of the file's CPU. No file hash an earlier test's
+    check cached there is taken for a put-back file: a record holds the file's ctime, which every copy renews."""
+    copy, frozen = _private
+    frozen.put_back()
     return copy
 
 

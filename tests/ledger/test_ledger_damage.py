@@ -1,7 +1,8 @@
 """A damaged ledger (issue 20, item 8): a row whose stored JSON is damaged is listed as damaged and the others
 are still listed; a file whose schema version or pages are damaged is one line and exit 5 in every command that
 reads or writes it (history, conclusions, rerun, bench storing). Real SQLite files, damaged as a disk or a hand
-edit would, and the real CLI."""
+edit would, and the CLI: in-process (tests/inproc.py) for what each command answers, a `python -m sparkdoctor` child
+where the point is the line a user's terminal gets (a malformed file, a message that is not UTF-8, another user)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from sparkdoctor.conclusions import store
 from sparkdoctor.exitcodes import EXIT_LEDGER
 from sparkdoctor.ledger import Ledger, LedgerError
+from tests import inproc
 from tests.debian import tool_or_skip
 from tests.ledger.test_ledger import record
 from tests.rerun.ledgerdata import add_ab, write_recipe
@@ -25,13 +27,21 @@ ROOT = Path(__file__).resolve().parents[2]
 FACTS = {"schema": 1, "packages": {}, "target": {"python": sys.executable}}
 
 
-def cli(*args) -> subprocess.CompletedProcess:
+def cli(*args) -> inproc.Ran:
+    """The CLI in-process (tests/inproc.py): what a command answers about a damaged ledger does not depend on its
+    start-up, and a child's start-up was most of each call's CPU. An internal error raises here with its traceback
+    (never a line to look for). The real entry point's one line and exit 5: `real_cli` in the malformed-database test."""
+    return inproc.run(*args, env={"COLUMNS": "200"})
+
+
+def real_cli(*args) -> subprocess.CompletedProcess:
+    """`python -m sparkdoctor`, a child as a user runs it."""
     env = dict(os.environ, COLUMNS="200")
     return subprocess.run([sys.executable, "-m", "sparkdoctor", *map(str, args)], capture_output=True, text=True,
                           timeout=300, cwd=ROOT, env=env)
 
 
-def one_line_exit_5(p: subprocess.CompletedProcess, *words: str) -> None:
+def one_line_exit_5(p: subprocess.CompletedProcess | inproc.Ran, *words: str) -> None:
     assert p.returncode == EXIT_LEDGER, (p.returncode, p.stderr[-2000:])
     assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr and "internal error" not in p.stderr, p.stderr
     for word in words:
@@ -261,7 +271,7 @@ def test_a_malformed_database_is_one_line_exit_5_in_every_command(tmp_path):
     path = ledger_with_conclusion(tmp_path)
     malformed(path)
     for args in (["history"], ["history", "1"], ["conclusions"], ["rerun", "--dry-run"], ["rerun"]):
-        one_line_exit_5(cli(*args, "--ledger", path), str(path), "malformed")
+        one_line_exit_5(real_cli(*args, "--ledger", path), str(path), "malformed")
 
 
 def test_bench_storing_into_a_malformed_ledger_is_one_line_exit_5(tmp_path):
@@ -294,7 +304,8 @@ def test_a_schema_damaged_into_bytes_that_are_not_utf8_is_one_line_exit_5(tmp_pa
     with pytest.raises(LedgerError, match="unreadable"):
         Ledger(path)
     for args in (["history"], ["conclusions"], ["rerun", "--dry-run"]):
-        one_line_exit_5(cli(*args, "--ledger", path), str(path), "unreadable")
+        # a child: the line it prints quotes SQLite's message, whose bytes are not UTF-8, through the real stderr
+        one_line_exit_5(real_cli(*args, "--ledger", path), str(path), "unreadable")
 
 
 def test_a_ledger_in_a_folder_the_user_cannot_search_is_one_line_exit_5(tmp_path):
