@@ -421,7 +421,7 @@ def test_markdown_for_a_bug_report(matrix):
     md = render_markdown(report)
     assert md.startswith("## sparkdoctor report")
     assert "| GPU | NVIDIA GB10 (cc 12.1, sm_121a, 119.7 GiB unified) |" in md
-    assert "| nvidia-cutlass-dsl | 4.5.0 [libs-base] |" in md
+    assert "| nvidia-cutlass-dsl | 4.5.0 \\[libs-base\\] |" in md  # brackets escaped: never a link
     assert "| ptxas (triton) | 12.8.93 · does not know sm_121a · used by triton ·" in md
     assert "#### error: `cutedsl-libs-base-mma` cutlass-dsl 4.5.0 libs-base emits an invalid `_mma` PTX" in md
     assert "- nvidia-cutlass-dsl 4.5.0 installed (matches ==4.5.0)" in md

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import TYPE_CHECKING
 
 from sparkdoctor.anonymize import REDACTED_NOTE, Redactor, redactor_for
@@ -37,13 +38,25 @@ CELL_CHARS = PROSE_CHARS  # a cell or line that joins several facts, each clippe
 HEAD = PROSE_CHARS + 400  # the most of a string any line shows, and a cut token's rest (anonymize/wrapped.MAX_RUN)
 
 
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)")
+"""A code span as GitHub reads one: a run of backticks closed by a run of the same length (nothing renders inside)."""
+_SPECIAL = re.compile(r"([\\`*\[\]<#~!&]|(?<![^\W_])_|_(?![^\W_]))")
+"""Outside a code span, what could start a link, an image, HTML, an entity, emphasis, a heading or a code span (an
+`_` between two letters or digits, as in `sm_121a`, never starts emphasis on GitHub: it stays as written; a `>`
+only starts a quote at the start of a line)."""
+
+
 def _text(text: object, limit: int = FACT_CHARS) -> str:
     """Prose from the box or the matrix, clipped, on one line (a line break from the box could start a code fence
-    or a heading): keep `code spans`, but stop `*` from starting emphasis and `<name>` from vanishing as an HTML tag."""
-    parts = " ".join(clip(text, limit).splitlines()).split("`")
-    for i in range(0, len(parts), 2):  # even parts are outside code spans
-        parts[i] = parts[i].replace("*", "\\*").replace("<", "\\<")
-    return "`".join(parts)
+    or a heading): keep its balanced `code spans`, and escape every other character that markdown acts on, so that a
+    package version holding `[x](URL)`, `![x](URL)`, `<img ...>` or one stray backtick shows as written."""
+    line = " ".join(clip(text, limit).splitlines())
+    out, at = [], 0
+    for span in _CODE_SPAN.finditer(line):
+        out += [_SPECIAL.sub(r"\\\1", line[at:span.start()]), span.group()]
+        at = span.end()
+    shown = "".join([*out, _SPECIAL.sub(r"\\\1", line[at:])])
+    return "\\" + shown if shown.startswith(">") else shown
 
 
 def _cell(text: object, limit: int = FACT_CHARS) -> str:
@@ -52,9 +65,9 @@ def _cell(text: object, limit: int = FACT_CHARS) -> str:
 
 
 def _code(text: object) -> str:
-    """Inline code that survives backticks inside the text."""
-    s = clip(text)
-    fence = "``" if "`" in s else "`"
+    """Inline code that survives backticks inside the text: its fence is longer than any backtick run in it."""
+    s = " ".join(clip(text).splitlines())
+    fence = "`" * (max((len(run) for run in re.findall("`+", s)), default=0) + 1)
     pad = " " if s.startswith("`") or s.endswith("`") else ""
     return f"{fence}{pad}{s}{pad}{fence}"
 
@@ -211,7 +224,7 @@ def _nearest_stack(report: Report) -> list[str]:
 def _snapshot(report: Report) -> list[str]:
     clipped: list[int] = []
     snapshot = json.dumps(bounded(report.facts.to_dict(), clipped), indent=2)
-    fence = "````" if "```" in snapshot else "```"
+    fence = "`" * max(3, max((len(run) for run in re.findall("`+", snapshot)), default=0) + 1)
     what = "Full facts snapshot"
     if clipped:
         what = f"Facts snapshot ({plural(len(clipped), 'string')} over {SNAPSHOT_CHARS} characters clipped; <code>--save-facts</code> keeps them)"
