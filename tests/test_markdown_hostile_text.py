@@ -66,3 +66,36 @@ def test_the_snapshot_fence_outlasts_any_backtick_run_in_it(tmp_path: Path) -> N
     body = text[opening.end():]
     assert re.search(rf"(?m)^{fence}$", body)
     assert body.index("a ```` b") < re.search(rf"(?m)^{fence}$", body).start()
+
+
+HOSTILE_ENTRY = """component = "serving"
+
+[[entry]]
+id = "hostile-remedy"
+title = "a title"
+severity = "error"
+action = "fix"
+evidence = "reported"
+summary = "a summary"
+remedy = "Run `pip install x`, then [click](https://github.com/evil/phish) ![i](https://github.com/evil.png) <img src=x>"
+when.packages = { "torch" = ">=0" }
+refs = ["https://github.com/a/b/issues/1"]
+"""
+
+
+def test_a_matrix_file_s_remedy_is_never_a_link_in_sarif_help_markdown(tmp_path: Path) -> None:
+    """GitHub code scanning renders a rule's help.markdown: a --matrix file's remedy shows as written there (its
+    code spans kept), as the markdown report shows it."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "m.toml").write_text(HOSTILE_ENTRY, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "SPARKDOCTOR_DEBUG"}
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--facts", str(FACTS), "--matrix",
+                           str(tmp_path / "m"), "--format", "sarif"],
+                          capture_output=True, text=True, env={**env, "HOME": str(tmp_path)}, timeout=120)
+    sarif = json.loads(done.stdout)
+    rules = [r for run in sarif["runs"] for r in run["tool"]["driver"]["rules"] if r["id"] == "hostile-remedy"]
+    assert rules, done.stdout[:2000]
+    help_md = rules[0]["help"]["markdown"]
+    assert "`pip install x`" in help_md and "<https://github.com/a/b/issues/1>" in help_md
+    assert "\\[click\\]" in help_md and "\\!\\[i\\]" in help_md and "\\<img" in help_md
+    assert not re.search(r"(?<!\\)[\[<]", help_md.replace("<https://github.com/a/b/issues/1>", "")), help_md

@@ -48,9 +48,14 @@ only starts a quote at the start of a line)."""
 
 def _text(text: object, limit: int = FACT_CHARS) -> str:
     """Prose from the box or the matrix, clipped, on one line (a line break from the box could start a code fence
-    or a heading): keep its balanced `code spans`, and escape every other character that markdown acts on, so that a
-    package version holding `[x](URL)`, `![x](URL)`, `<img ...>` or one stray backtick shows as written."""
-    line = " ".join(clip(text, limit).splitlines())
+    or a heading), as inline_markdown() shows it."""
+    return inline_markdown(" ".join(clip(text, limit).splitlines()))
+
+
+def inline_markdown(line: str) -> str:
+    """`line` as markdown that shows it as written: its balanced `code spans` kept, every other character that
+    markdown acts on escaped, so that a package version or a matrix file's remedy holding `[x](URL)`, `![x](URL)`,
+    `<img ...>` or one stray backtick is never a link, an image, HTML or the end of a code span."""
     out, at = [], 0
     for span in _CODE_SPAN.finditer(line):
         out += [_SPECIAL.sub(r"\\\1", line[at:span.start()]), span.group()]

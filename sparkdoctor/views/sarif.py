@@ -35,6 +35,7 @@ from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
 from sparkdoctor.matrix import load
 from sparkdoctor.matrix.model import Entry, Matrix
 from sparkdoctor.names import canonicalize_name
+from sparkdoctor.views.markdown import inline_markdown
 
 if TYPE_CHECKING:
     from sparkdoctor.facts import Facts
@@ -88,12 +89,18 @@ def _clip(value: object) -> str:
     return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + " [...]"
 
 
+def _md(text: str) -> str:
+    return "\n".join(inline_markdown(line) for line in text.splitlines())
+
+
 def _rule(rule_id: str, title: str, severity: str, remedy: str = "", refs: list[str] | None = None,
           evidence_level: str | None = None, component: str | None = None, summary: str = "") -> dict[str, object]:
     refs = [r for r in refs or [] if isinstance(r, str)]
     urls = [r for r in refs if re.match(r"https?://", r)]
     help_text = "\n".join(x for x in (remedy, *(f"see: {r}" for r in refs)) if x) or title
-    help_md = "\n\n".join(x for x in (remedy, *(f"- <{r}>" if r in urls else f"- {r}" for r in refs)) if x) or title
+    # GitHub code scanning renders help.markdown: a --matrix file's remedy or ref shows as written, never as a link
+    help_md = "\n\n".join(x for x in (_md(remedy), *(f"- <{r}>" if r in urls else f"- {_md(r)}" for r in refs)) if x) \
+        or _md(title)
     rule: dict[str, object] = {"id": rule_id, "name": _pascal(rule_id), "shortDescription": {"text": _clip(title)},
                             "fullDescription": {"text": _clip(summary or title)},
                             "help": {"text": _clip(help_text), "markdown": _clip(help_md)},
