@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.padding import Padding
 from rich.style import Style
@@ -31,6 +32,7 @@ from sparkdoctor.matrix.verify_table import parse_verify_table
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
 from sparkdoctor.views import View, drawn
+from sparkdoctor.views.fitted import plain_lines
 
 _SEVERITY_STYLE = {"error": "red", "warn": "yellow", "info": "cyan"}
 _SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
@@ -268,10 +270,17 @@ def _validate_console(result: Result[Validation], sink: Sink) -> str:
         return ("".join(f"problem: {p}\n" for p in d.problems) + more
                 + f"{plural(len(d.problems), 'problem')} across entries{' listed, and more' if d.unlisted else ''}\n")
     delay = d.report_delay or {}
+    parts = [f"ok: {plural(d.entries, 'entry')}, {plural(d.stacks, 'known-good stack')} in {plural(d.files, 'file')}",
+             f"evidence: {levels}"]
     if delay.get("entries"):
-        levels += f" · report to entry: median {delay['median_days']} days over {plural(delay['entries'], 'entry')}"
-    return (f"ok: {plural(d.entries, 'entry')}, {plural(d.stacks, 'known-good stack')} in {plural(d.files, 'file')}"
-            f" · evidence: {levels}" + (f" · matrix: {d.matrix}" if d.matrix else "") + "\n")
+        parts.append(f"report to entry: median {delay['median_days']} days over {plural(delay['entries'], 'entry')}")
+    parts += [f"matrix: {d.matrix}"] if d.matrix else []
+    line = " · ".join(parts)
+    if not sink.at_terminal():  # a pipe or a file: one line, as scripts read it
+        return line + "\n"
+    # at a terminal one line where it fits, else a part a line, each wrapped under its text (the line was 169 columns)
+    return sink.capture(lambda console: plain_lines(console, [line] if cell_len(line) <= console.width else parts),
+                        highlight=False)
 
 
 LIST = View(Matrix, {Format.console: drawn(list_matrix),
