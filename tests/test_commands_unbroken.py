@@ -89,3 +89,10 @@ def test_recipe_checks_fitted_remedy_prints_it_whole():
     with console.capture() as captured:
         recipe_check(console, doc, fitted=True)
     assert whole(captured.get(), f"remedy:   {TORCH}"), captured.get()
+
+
+def test_matrix_show_prints_it_whole_too(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "sparkdoctor", "matrix", "show", "torch-cuda-below-128"], capture_output=True,
+                       text=True, timeout=60, env=dict(os.environ, COLUMNS="80"), cwd=tmp_path)
+    assert p.returncode == 0 and whole(p.stdout, f"what to do     {TORCH}"), p.stdout
+    assert "component      torch" in p.stdout  # the rows after it keep their column
