@@ -51,6 +51,9 @@ def whole(text: str, command: str) -> bool:
      ["sparkdoctor recipe check RECIPE --model PATH"]),
     ("Find the victim in `dmesg`; report it with `sparkdoctor report`.", ["sparkdoctor report"]),
     ("the pip settings and uv's cache are kept", []),
+    # piped into: where the command starts is not known, so none is cut out of it (the memory verdict's remedy)
+    ("drop it first (sync; echo 3 | sudo tee /proc/sys/vm/drop_caches)", []),
+    ("Stop the other server; pip install vllm==0.32.0 then relaunch", ["pip install vllm==0.32.0"]),
 ])
 def test_the_commands_in_a_remedy(remedy, commands):
     assert [piece for piece, is_command in split_commands(remedy) if is_command] == commands
