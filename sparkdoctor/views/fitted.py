@@ -49,6 +49,8 @@ def with_commands(console: Console, indent: int, label: Text, pieces: Sequence[t
             line.append(" " * gap)
             line.append_text(piece)
             console.print(line, no_wrap=True, overflow="ignore", crop=False)
+        elif not label_width:  # no label column: rich would still give the empty one a cell
+            console.print(Padding(piece, (0, 0, 0, indent)), overflow="fold")
         else:
             console.print(Padding(grid([(head, piece)], gap=gap), (0, 0, 0, indent)))
 
