@@ -80,12 +80,14 @@ def test_recipe_check_fits_a_narrow_terminal_with_evidence_aligned(env, tmp_path
     # before: rich broke the findings at column 60, each continuation at column 0 under the severity
     argv = [sys.executable, "-m", "sparkdoctor", "recipe", "check", str(RECIPE), "--python", sys.executable]
     seen = at_terminal(argv, 60, env, cwd=str(tmp_path))
-    assert seen.code == 0, seen.text
+    assert seen.code == 6, seen.text  # sparkdoctor's own venv has no vLLM: judged by the matrix, not a pass
     lines = [line for line in seen.lines if line.strip()]
     assert max(len(line) for line in lines) <= 60, [line for line in lines if len(line) > 60]
     start = next(i for i, line in enumerate(lines) if line.startswith("warn "))
     column = 0
     for line in lines[start:]:  # a severity or a label, or text continued under the text beside it
+        if line.startswith("not a pass: "):  # the last: why there is no verdict
+            break
         if line.startswith(("error  ", "warn  ", "info  ")):
             column = line.index("  ") + 2
         elif line.startswith(("    evidence: ", "    remedy: ")):
@@ -100,7 +102,7 @@ def test_recipe_check_fits_a_narrow_terminal_with_evidence_aligned(env, tmp_path
 
 def test_recipe_check_on_a_pipe_is_drawn_160_wide_whatever_columns_says(env):
     done = piped(env, "recipe", "check", RECIPE, "--python", sys.executable, columns="40")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 6, done.stderr  # no vLLM in the target: judged by the matrix, not a pass
     line = next(line for line in done.stdout.splitlines() if "workaround-stale:--enforce-eager" in line)
     assert line == "warn  workaround-stale:--enforce-eager  workaround --enforce-eager is stale: its reason no longer holds here"
 

@@ -62,17 +62,18 @@ class RecipeCheckCommand:
 
 def run(options: RecipeCheckCommand) -> Result[RecipeCheck]:
     """The recipe judged against its target; exit 1 when a finding is at or above --fail-on. A RecipeError,
-    MatrixError (2), TargetError (3) or NoVllmToJudge (6) says how it ends."""
+    MatrixError (2), TargetError (3) or NoVllmToJudge (6) says how it ends; a named target without vLLM is 6 too."""
     from sparkdoctor.conclusions import recipe_check
-    from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK
+    from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_NO_VLLM, EXIT_OK
     from sparkdoctor.progress import progress_line
 
     overrides = options.refuse_bad_options()
     with progress_line(command="recipe check") as progress:
-        doc = recipe_check.run(options.recipe, overrides, options.python, options.matrix, options.fail_on, progress,
-                               options.container, options.container_python, options.image, options.model)
-    return Result("recipe check", "recipe-check", recipe_check.RecipeCheck(doc, options.matrix),
-                  exit_code=EXIT_FINDINGS if doc["failed"] else EXIT_OK)
+        found = recipe_check.run(options.recipe, overrides, options.python, options.matrix, options.fail_on, progress,
+                                 options.container, options.container_python, options.image, options.model)
+    # findings fail as check's do; a named target without the vLLM the recipe runs is no pass either (6, as unnamed)
+    code = EXIT_FINDINGS if found.document["failed"] else EXIT_NO_VLLM if found.no_vllm else EXIT_OK
+    return Result("recipe check", "recipe-check", found, exit_code=code)
 
 
 HELP = "Judge a recipe without launching it: stale env vars and flags, stale workarounds, wrong settings."

@@ -305,11 +305,13 @@ class RecipeCheck:
 
     document: dict[str, object]
     matrix: Path | None = None
+    no_vllm: str | None = None
+    """Why the recipe's vLLM could not be judged (a named target without one): never a pass, exit 6."""
 
 
 def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_path: Path | None, fail_on: str,
         progress: Callable[[str], None] | None = None, container: str | None = None, container_python: str | None = None,
-        image: str | None = None, model: str | None = None) -> dict[str, object]:
+        image: str | None = None, model: str | None = None) -> RecipeCheck:
     """Load the recipe, read the target (the recipe command's venv, else --python, else as check; or the
     interpreter in a running --container, or in a throwaway container of --image) with the recipe's env, and
     judge it; with `model`, also whether the launch fits in the memory free now. Raises RecipeError, MatrixError,
@@ -332,12 +334,12 @@ def run(recipe_ref: str, overrides: dict[str, str], python: str | None, matrix_p
 
 
 def _judge(recipe: Recipe, matrix_path: Path | None, python: str | None, fail_on: str, progress: Callable[[str], None] | None, container: str | None,
-           container_python: str | None, model: str | None = None) -> dict[str, object]:
-    chosen = python is not None or container is not None
+           container_python: str | None, model: str | None = None) -> RecipeCheck:
+    chosen_by = f"container {container}" if container is not None else "named by --python" if python is not None else None
     if python is None and container is None:
         found = python_of_command([str(a) for a in recipe.argv])
         python = str(found) if found else None
-        chosen = found is not None
+        chosen_by = "the venv of the recipe's command" if found else None
     if container is not None:  # the serving stack inside a running container, through the container CLI
         refuse_bad_target_options(python, container, container_python, False)
         target = EnvTarget(resolve_target(None, container, container_python), recipe.env)
@@ -353,15 +355,11 @@ def _judge(recipe: Recipe, matrix_path: Path | None, python: str | None, fail_on
         flags_probe.cancel()
         why = next((e.get("error") for e in facts.errors if isinstance(e, dict) and e.get("collector") == "target"), None)
         raise TargetUnprobeable(f"the target could not be probed: {why or 'its packages could not be read'}")
-    if not chosen and not any((facts.packages or {}).get(name) for name in VLLM_DISTS):
+    # no vLLM: nothing to judge by where nothing named the target; a named one is judged by the matrix, no pass (6)
+    no_vllm = None if any((facts.packages or {}).get(n) for n in VLLM_DISTS) else _no_vllm_line(recipe, str(target.python), chosen_by)
+    if no_vllm and chosen_by is None:
         flags_probe.cancel()
-        where = f"; it runs in container {recipe.container}: check inside it (--image)" if recipe.container else ""
-        first = str(recipe.argv[0]) if recipe.argv else ""
-        relative = (f"; its command's relative path {first} is not followed: it would run a program of the folder "
-                    "recipe check runs in" if os.sep in first and not os.path.isabs(first) else "")
-        raise NoVllmToJudge(f"recipe check {recipe.source_path}: no vLLM in {target.python} (used because neither "
-                            f"--python nor the recipe's command names an environment{relative}), so nothing to judge its flags "
-                            f"and env against{where}; pass --python PATH of the environment that serves it")
+        raise NoVllmToJudge(no_vllm)
     flags = vllm_flags(target, running=flags_probe)
     served = recipe_facts(recipe, model)  # --model: the settings' checks read the same checkpoint as the memory verdict
     findings = check(recipe, matrix, facts, flags, served)
@@ -374,7 +372,19 @@ def _judge(recipe: Recipe, matrix_path: Path | None, python: str | None, fail_on
             progress("sizing the launch against the memory free now")
         fitted, memory = memory_preflight(recipe, model)
         findings = sorted(findings + fitted, key=worst_first)
-    return document(recipe, findings, facts, flags, fail_on, served, memory)
+    return RecipeCheck(document(recipe, findings, facts, flags, fail_on, served, memory), matrix_path,
+                       None if other_engine(list(recipe.argv)) else no_vllm)
+
+
+def _no_vllm_line(recipe: Recipe, used: str, why: str | None) -> str:
+    """The one line for a target with no vLLM: which environment, why that one (None: nothing named it)."""
+    first = str(recipe.argv[0]) if recipe.argv else ""
+    relative = (f"; its command's relative path {first} is not followed: it would run a program of the folder "
+                "recipe check runs in" if os.sep in first and not os.path.isabs(first) else "")
+    why = why or f"used because neither --python nor the recipe's command names an environment{relative}"
+    where = f"; it runs in container {recipe.container}: check inside it (--image)" if recipe.container else ""
+    return (f"recipe check {recipe.source_path}: no vLLM in {used} ({why}), so nothing to judge its flags and env "
+            f"against{where}; pass --python PATH of the environment that serves it")
 
 
 def _mod_findings(recipe: Recipe, target: EnvTarget, in_container: bool, progress: Callable[[str], None] | None) -> list[Finding]:

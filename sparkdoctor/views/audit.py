@@ -38,7 +38,7 @@ def _table(audit: Audit) -> Table:
     table = Table(show_edge=False, pad_edge=False)
     columns = [("group", "left"), ("format", "left"), ("params", "right"), ("stored", "right")]
     columns += [("served", "right")] if served else []
-    for column, justify in (*columns, ("read/token", "right"), ("", "left")):
+    for column, justify in (*columns, ("read/token", "right"), ("note", "left")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for g in audit.groups:
         formats = _names(g.formats) or "-"

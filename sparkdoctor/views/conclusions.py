@@ -10,7 +10,8 @@ from rich.text import Text
 from sparkdoctor.conclusions.documents import ConclusionsDocument
 from sparkdoctor.result import Format
 from sparkdoctor.views import View
-from sparkdoctor.views.fitted import grid, hanging
+from sparkdoctor.views.commands import split_commands
+from sparkdoctor.views.fitted import grid, hanging, with_commands
 from sparkdoctor.views.terminal_text import escaped as _e
 
 STYLE = {"fresh": "green", "stale": "yellow", "flipped": "bold red", "broken": "red", "incomparable": "magenta",
@@ -146,7 +147,13 @@ def recipe_check(console: Console, doc: dict[str, Any], fitted: bool = False) ->
         head, remedy = f"[bold]{_e(f['id'])}[/]  {_e(f['title'])}", Text(str(f["remedy"]))
         if fitted:
             hanging(console, Text.from_markup(_tag(f["severity"])), Text.from_markup(head))
-            console.print(grid([*((Text("    evidence:"), Text(str(e))) for e in f["evidence"]), (Text("    remedy:"), remedy)], gap=1))
+            pieces = split_commands(str(f["remedy"]))
+            if not any(is_command for _, is_command in pieces):  # else each command whole on a line of its own
+                console.print(grid([*((Text("    evidence:"), Text(str(e))) for e in f["evidence"]), (Text("    remedy:"), remedy)], gap=1))
+                continue
+            if f["evidence"]:
+                console.print(grid([(Text("    evidence:"), Text(str(e))) for e in f["evidence"]], gap=1))
+            with_commands(console, 0, Text("    remedy:"), [(Text(p), c) for p, c in pieces], len("    evidence:"), gap=1)
             continue
         console.print(f"{_tag(f['severity'])}  {head}", highlight=False)
         for e in f["evidence"]:

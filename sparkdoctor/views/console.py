@@ -31,6 +31,8 @@ from sparkdoctor.describe import (
 from sparkdoctor.exitcodes import EXIT_FINDINGS
 from sparkdoctor.findings import PASS, SEVERITY_RANK
 from sparkdoctor.matrix.loader import fix_hint
+from sparkdoctor.views.commands import split_commands
+from sparkdoctor.views.fitted import with_commands
 from sparkdoctor.views.terminal_text import (
     Ink,
     labelled,
@@ -189,15 +191,24 @@ def _print_finding(console: Console, f: Finding, ink: Ink, verbose: bool, last: 
         if len(f.evidence) > EVIDENCE_SHOWN:
             lines.append((Text(""), ink.text(f"… and {len(f.evidence) - EVIDENCE_SHOWN:,} more (--format json lists all)", style="dim")))
         rows.append(("evidence", pairs(lines)))
-    if f.remedy:
+    # a remedy's shell command gets a line of its own, whole (wrapped as prose it broke where it is copied from)
+    pieces = split_commands(f.remedy) if f.remedy else []
+    apart = any(is_command for _, is_command in pieces)
+    if f.remedy and not apart:
         rows.append(("what to do", ink.text(f.remedy, limit=PROSE_CHARS)))
+    after: list[tuple[str, object]] = []
     if f.fix:
         fix = ink.text(f.fix, style="bold")
         fix.append(f"  ({fix_hint(f.fix)})", style="dim")
-        rows.append(("fix", fix))
+        (after if apart else rows).append(("fix", fix))
     if rows:
         parts.append(Padding(labelled(rows, ink, label_width=LABEL_WIDTH), (0, 0, 0, 2)))
     console.print(Padding(Group(*parts), (0, 0, 0, 2)))
+    if apart:
+        with_commands(console, FINDING_INDENT, ink.text("what to do", style="dim"),
+                      [(ink.text(piece, limit=PROSE_CHARS), is_command) for piece, is_command in pieces], LABEL_WIDTH)
+    if after:
+        console.print(Padding(labelled(after, ink, label_width=LABEL_WIDTH), (0, 0, 0, FINDING_INDENT)))
     _print_refs(console, f.refs, ink, verbose)
     if not last:
         console.print()

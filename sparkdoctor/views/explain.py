@@ -20,6 +20,8 @@ from sparkdoctor.matrix.loader import fix_hint
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
 from sparkdoctor.views import View
+from sparkdoctor.views.commands import split_commands
+from sparkdoctor.views.fitted import with_commands
 
 if TYPE_CHECKING:
     from sparkdoctor.matrix.ambiguity import Ambiguity
@@ -61,16 +63,23 @@ def render_explain(matches: list[SymptomMatch], source: str, lines: int, console
         console.print(f"[{_STYLE.get(e.severity, 'bold')}]{e.severity.upper():<5}[/] [bold]{escape(e.id)}[/]  "
                       f"[dim]{escape(e.component)} · {escape(e.action)} · evidence: {escape(e.evidence)}[/]", soft_wrap=True)
         grid = Table.grid(padding=(0, 2))
-        grid.add_column(no_wrap=True, style="dim")
+        grid.add_column(no_wrap=True, style="dim", min_width=len("what to do"))
         grid.add_column(overflow="fold")
         grid.add_row("", Text(e.title, style="bold"))
         where = f"line {m.line_no}" if m.line_no else "wrapped text"
         times = f", {m.count} lines" if m.count > 1 else ""
         grid.add_row("seen", Text(f"{where}{times} ({m.how} match): {clip(m.line, 300)}"))
-        grid.add_row("what to do", Text(e.remedy))
-        if e.fix:
+        pieces = split_commands(e.remedy)
+        apart = any(is_command for _, is_command in pieces)  # each command whole on a line of its own, below
+        if not apart:
+            grid.add_row("what to do", Text(e.remedy))
+        if e.fix and not apart:
             grid.add_row("fix", Text(f"{e.fix}  ({fix_hint(e.fix)})"))
         console.print(Padding(grid, (0, 0, 0, 2)))
+        if apart:
+            with_commands(console, 2, Text("what to do", style="dim"), [(Text(p), c) for p, c in pieces], len("what to do"))
+            if e.fix:
+                with_commands(console, 2, Text("fix", style="dim"), [(Text(f"{e.fix}  ({fix_hint(e.fix)})"), False)], len("what to do"))
         for ref in e.refs:
             console.print(f"  {'ref':<10}  {escape(ref)}", soft_wrap=True, overflow="ignore", crop=False)
         console.print()

@@ -12,8 +12,11 @@ import re
 from collections.abc import Iterable, Sequence
 
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
+
+from sparkdoctor.views.commands import split_commands
 
 _HANG = re.compile(r"\s*(?:\d+\. )?")
 """What a plain line's continuation goes under: its indent, and a step's number."""
@@ -30,6 +33,26 @@ def grid(rows: Iterable[Sequence[Text | str]], gap: int = 2) -> Table:
     for label, text in rows:
         table.add_row(label, text)
     return table
+
+
+def with_commands(console: Console, indent: int, label: Text, pieces: Sequence[tuple[Text, bool]], label_width: int,
+                  gap: int = 2) -> None:
+    """A labelled item whose text holds shell commands (pieces of (text, is_command), sparkdoctor/views/commands.py):
+    its prose wrapped under the text's column, each command on a line of its own in that column, whole at any width
+    (a terminal folds a line wider than itself and copies it as one), never broken where a person copies it from."""
+    for i, (piece, is_command) in enumerate(pieces):
+        head = (label if i == 0 else Text("")).copy()
+        head.pad_right(max(0, label_width - head.cell_len))
+        if is_command:
+            line = Text(" " * indent)
+            line.append_text(head)
+            line.append(" " * gap)
+            line.append_text(piece)
+            console.print(line, no_wrap=True, overflow="ignore", crop=False)
+        elif not label_width:  # no label column: rich would still give the empty one a cell
+            console.print(Padding(piece, (0, 0, 0, indent)), overflow="fold")
+        else:
+            console.print(Padding(grid([(head, piece)], gap=gap), (0, 0, 0, indent)))
 
 
 def hanging(console: Console, label: Text | str, *texts: Text | str) -> None:
@@ -53,10 +76,14 @@ def _label(line: str, width: int) -> str:
 
 def plain_lines(console: Console, lines: Iterable[str]) -> None:
     """Plain lines (no markup), each wrapped under its text: after its indent and a step's number (`  3. `), or
-    after its label (`Target: `)."""
+    after its label (`Target: `); a shell command in one goes on a line of its own under that text, whole."""
     for line in lines:
         label = _label(line, console.width)
-        if not label:
+        pieces = split_commands(line[len(label):])
+        if any(is_command for _, is_command in pieces):  # a command in it: on a line of its own, whole
+            with_commands(console, 0, Text(label), [(Text(piece), is_command) for piece, is_command in pieces],
+                          len(label), gap=0)
+        elif not label:
             console.print(Text(line), overflow="fold")
         else:
             console.print(grid([(label, Text(line[len(label):]))], gap=0))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.padding import Padding
 from rich.style import Style
@@ -31,6 +32,8 @@ from sparkdoctor.matrix.verify_table import parse_verify_table
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
 from sparkdoctor.views import View, drawn
+from sparkdoctor.views.commands import split_commands
+from sparkdoctor.views.fitted import plain_lines, with_commands
 
 _SEVERITY_STYLE = {"error": "red", "warn": "yellow", "info": "cyan"}
 _SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
@@ -122,13 +125,20 @@ _LABEL = len("verified by")
 
 
 def _rows(console: Console, rows: list[tuple[str, object]]) -> None:
-    """Label / value rows; a value that is None or an empty string is left out."""
+    """Label / value rows; a value that is None or an empty string is left out. A remedy's shell commands (a str value
+    of "what to do") each go on a line of their own in the value column, whole (sparkdoctor/views/commands.py)."""
+    rows = [(label, value) for label, value in rows if not (value is None or (isinstance(value, str) and not value))]
+    width = max([_LABEL, *(len(label) for label, _ in rows)])
     grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="dim", no_wrap=True, min_width=_LABEL)
+    grid.add_column(style="dim", no_wrap=True, min_width=width)
     grid.add_column(overflow="fold")
-    for label, value in rows:
-        if value is None or (isinstance(value, str) and not value):
-            continue
+    for i, (label, value) in enumerate(rows):
+        pieces = split_commands(value) if label == "what to do" and isinstance(value, str) else []
+        if any(is_command for _, is_command in pieces):
+            console.print(grid)
+            with_commands(console, 0, Text(label, style="dim"), [(Text(p), c) for p, c in pieces], width)
+            _rows(console, rows[i + 1:])
+            return
         grid.add_row(label, value if isinstance(value, (Text, Table)) else Text(str(value)))
     console.print(grid)
 
@@ -220,7 +230,7 @@ def _show_entry(e: Entry, console: Console) -> None:
         ("summary", Text(e.summary)),
         ("when", when),
         ("symptoms", "\n".join(e.symptoms)),
-        ("what to do", Text(e.remedy)),
+        ("what to do", e.remedy),
         ("shown to work", e.remedy_shown),
         ("fix", e.fix),
         ("verified by", verified),
@@ -268,10 +278,17 @@ def _validate_console(result: Result[Validation], sink: Sink) -> str:
         return ("".join(f"problem: {p}\n" for p in d.problems) + more
                 + f"{plural(len(d.problems), 'problem')} across entries{' listed, and more' if d.unlisted else ''}\n")
     delay = d.report_delay or {}
+    parts = [f"ok: {plural(d.entries, 'entry')}, {plural(d.stacks, 'known-good stack')} in {plural(d.files, 'file')}",
+             f"evidence: {levels}"]
     if delay.get("entries"):
-        levels += f" · report to entry: median {delay['median_days']} days over {plural(delay['entries'], 'entry')}"
-    return (f"ok: {plural(d.entries, 'entry')}, {plural(d.stacks, 'known-good stack')} in {plural(d.files, 'file')}"
-            f" · evidence: {levels}" + (f" · matrix: {d.matrix}" if d.matrix else "") + "\n")
+        parts.append(f"report to entry: median {delay['median_days']} days over {plural(delay['entries'], 'entry')}")
+    parts += [f"matrix: {d.matrix}"] if d.matrix else []
+    line = " · ".join(parts)
+    if not sink.at_terminal():  # a pipe or a file: one line, as scripts read it
+        return line + "\n"
+    # at a terminal one line where it fits, else a part a line, each wrapped under its text (the line was 169 columns)
+    return sink.capture(lambda console: plain_lines(console, [line] if cell_len(line) <= console.width else parts),
+                        highlight=False)
 
 
 LIST = View(Matrix, {Format.console: drawn(list_matrix),

@@ -14,6 +14,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from rich.console import Console
+from rich.text import Text
+
 from sparkdoctor.conclusions.recipe_check import SEVERITY_RANK, RecipeCheck
 from sparkdoctor.describe import clip
 from sparkdoctor.matrix import load
@@ -59,7 +62,13 @@ def junit(doc: dict[str, Any]) -> str:
 
 
 def _console(result: Result[RecipeCheck], sink: Sink) -> str:
-    return sink.wide(lambda console: recipe_check(console, result.data.document, fitted=sink.at_terminal()))
+    found = result.data
+
+    def draw(console: Console) -> None:
+        recipe_check(console, found.document, fitted=sink.at_terminal())
+        if found.no_vllm and not found.document.get("failed"):  # judged by the matrix only: exit 6, and why
+            console.print(Text(f"not a pass: {found.no_vllm}", style="yellow"))
+    return sink.wide(draw)
 
 
 def _sarif(result: Result[RecipeCheck], sink: Sink) -> str:
