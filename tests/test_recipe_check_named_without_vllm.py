@@ -37,6 +37,7 @@ def test_a_named_target_without_vllm_is_judged_but_no_pass(bare, tmp_path):
     assert f"no vLLM in {bare} (named by --python)" in why and why.endswith("of the environment that serves it"), why
     doc = json.loads(cli(tmp_path, "tiny-cpu", "--python", bare, "--format", "json").stdout)
     assert doc["vllm"] is None and doc["failed"] is False
+    assert doc["no_vllm"].startswith("recipe check ") and f"no vLLM in {bare} (named by --python)" in doc["no_vllm"]
 
 
 def test_a_finding_at_fail_on_is_still_exit_1(bare, tmp_path):
@@ -49,3 +50,4 @@ def test_another_engines_command_needs_no_vllm(bare, tmp_path):
     recipe.write_text('schema = 1\nname = "llama"\ncommand = ["llama-server", "-m", "model.gguf", "--port", "8080"]\n')
     p = cli(tmp_path, recipe, "--python", bare)
     assert p.returncode == 0 and "not a pass" not in p.stdout, (p.returncode, p.stdout, p.stderr)
+    assert json.loads(cli(tmp_path, recipe, "--python", bare, "--format", "json").stdout)["no_vllm"] is None

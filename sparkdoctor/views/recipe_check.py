@@ -75,5 +75,10 @@ def _sarif(result: Result[RecipeCheck], sink: Sink) -> str:
     return render_recipe_sarif(result.data.document, load(result.data.matrix)) + "\n"
 
 
-VIEW = View(RecipeCheck, {Format.console: _console, Format.json: lambda result, sink: result.data.document,
+def _json(result: Result[RecipeCheck], sink: Sink) -> dict[str, object]:
+    """The document, and why it is no pass where exit 6 says so (a named target without the recipe's vLLM), else null."""
+    return {**result.data.document, "no_vllm": result.data.no_vllm}
+
+
+VIEW = View(RecipeCheck, {Format.console: _console, Format.json: _json,
                           Format.junit: lambda result, sink: junit(result.data.document) + "\n", Format.sarif: _sarif})
