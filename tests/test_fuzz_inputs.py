@@ -188,6 +188,7 @@ def damage_ledger(path: Path, damages: list[tuple]) -> None:
 def read_ledger(path: Path) -> None:
     """Everything history, conclusions and rerun's plan read from a ledger, rendered as they render it."""
     from sparkdoctor.views import bench as bench_render
+    from sparkdoctor.views.history import render_history
 
     try:
         led = Ledger(path)
@@ -196,7 +197,7 @@ def read_ledger(path: Path) -> None:
         return
     try:
         runs = led.runs()
-        bench_render.render_history(sink_console(160), runs, "ledger.sqlite")
+        render_history(sink_console(160), runs, "ledger.sqlite")
         whole = [led.run(r["id"], with_samples=True) for r in runs]
         healthy = [r for r in whole if r is not None and not r.get("damaged")]
         for a, b in zip(healthy, healthy[1:], strict=False):

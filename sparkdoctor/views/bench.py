@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from sparkdoctor.bench.document import (
     BenchDocument,
@@ -20,6 +22,7 @@ from sparkdoctor.bench.document import (
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
 from sparkdoctor.views import View
+from sparkdoctor.views.fitted import items, said
 from sparkdoctor.views.terminal_text import escaped as _e
 
 
@@ -43,22 +46,37 @@ def _table(title: str, columns: tuple[str, ...], justify: JustifyMethod = "left"
     return t
 
 
-def level_table(levels: list[dict[str, Any]], title: str) -> Table:
-    t = _table(escape(title), ("conc", "requests", "decode tok/s/stream (client median)",  # `[bootstrap 95% CI]`: not markup
-                               "decode tok/s/stream (server mean)", "output tok/s", "per-round output tok/s (median)",
-                               "TTFT ms (client median)", "TTFT ms (server mean)", "TPOT ms (client median)", "bursts"),
-               "right")
-    for lvl in levels:
-        # a figure absent from a stored level was not measured (a run stored by an older sparkdoctor): `-`
-        c, s = lvl.get("client") or {}, lvl.get("server") or {}
-        t.add_row(_e(lvl["concurrency"]), _e(lvl.get("requests", "-")), _ci(c.get("decode_tps_per_stream")),
-                  _f(s.get("decode_tps_per_stream")), _f(c.get("output_tps_pooled")), _ci(c.get("output_tps")),
-                  _ci(c.get("ttft_s"), 1, 1000), _f((s.get("ttft_s") or {}).get("mean"), 1, 1000), _ci(c.get("tpot_s"), 2, 1000),
-                  _f(c.get("burst_share"), 0, 100, "%"))
-    return t
+def tabled(console: Console, title: str, heads: tuple[str, ...], rows: list[list[str]], justify: JustifyMethod = "left",
+           fitted: bool = False, last: str = "") -> None:
+    """A table of plain cells, or, `fitted` to a terminal too narrow for each cell whole beside the others (rich would
+    wrap a value over rows, split it mid-word or cut it to a letter and an ellipsis), its rows as items, a cell a line
+    (views/fitted.py). A head may wrap at its spaces. `last`: the last column's style."""
+    t = _table(escape(title), tuple(map(_e, heads)), justify)
+    t.columns[-1].style = last
+    for row in rows:
+        t.add_row(*map(_e, row))
+    words = [max(map(cell_len, head.split() or [""])) for head in heads]
+    if fitted and sum(max([w, *(cell_len(row[i]) for row in rows)]) + 3 for i, w in enumerate(words)) + 1 > console.width:
+        items(console, title, heads, rows)
+    else:
+        console.print(t)
 
 
-def render_run(console: Console, run: dict[str, Any]) -> None:
+LEVEL_HEADS = ("conc", "requests", "decode tok/s/stream (client median)", "decode tok/s/stream (server mean)", "output tok/s",
+               "per-round output tok/s (median)", "TTFT ms (client median)", "TTFT ms (server mean)",
+               "TPOT ms (client median)", "bursts")
+
+
+def level_rows(levels: list[dict[str, Any]]) -> list[list[str]]:
+    # a figure absent from a stored level was not measured (a run stored by an older sparkdoctor): `-`
+    return [[str(lvl["concurrency"]), str(lvl.get("requests", "-")), _ci(c.get("decode_tps_per_stream")),
+             _f(s.get("decode_tps_per_stream")), _f(c.get("output_tps_pooled")), _ci(c.get("output_tps")),
+             _ci(c.get("ttft_s"), 1, 1000), _f((s.get("ttft_s") or {}).get("mean"), 1, 1000), _ci(c.get("tpot_s"), 2, 1000),
+             _f(c.get("burst_share"), 0, 100, "%")]
+            for lvl in levels for c, s in [(lvl.get("client") or {}, lvl.get("server") or {})]]
+
+
+def render_run(console: Console, run: dict[str, Any], fitted: bool = False) -> None:
     recipe = run.get("recipe") or {}
     label = recipe.get("name") or recipe.get("url") or run.get("base_url")
     server = run.get("server") or {}
@@ -86,8 +104,8 @@ def render_run(console: Console, run: dict[str, Any]) -> None:
     if box:  # served from a container: the number belongs to that image
         console.print(f"container image {box.get('image')} ({box.get('engine')}): id {str(box.get('image_id'))[:19]}, "
                       f"content fingerprint {box.get('fingerprint') or 'unknown'}", markup=False, highlight=False)
-    console.print(level_table(run["levels"], "client medians [bootstrap 95% CI], server means (/metrics); output tok/s = "
-                                             "all output tokens / all rounds' wall time"))
+    tabled(console, "client medians [bootstrap 95% CI], server means (/metrics); output tok/s = all output tokens / all "
+           "rounds' wall time", LEVEL_HEADS, level_rows(run["levels"]), "right", fitted)
     head = run.get("headline")
     if head:  # a run stored by hand or by an older sparkdoctor may lack the concurrency or the source: `?`
         console.print(f"[bold]headline[/bold]: {_f(head.get('decode_tps_per_stream'))} tok/s decode per stream at "
@@ -173,16 +191,14 @@ def effect(mde: float) -> str:
     return f"{mde:.0%}" if mde < 1 else f"{1 + mde:,.1f}x"
 
 
-def render_comparison(console: Console, comp: dict[str, Any]) -> None:
+def render_comparison(console: Console, comp: dict[str, Any], fitted: bool = False) -> None:
     console.print(f"[bold]A/B[/bold] A = {_e(comp['a'])}  vs  B = {_e(comp['b'])}; order {_e(' '.join(comp['order']))} "
                   f"(a server restart per arm)")
-    t = _table("output tok/s per arm run (its tokens / its rounds' wall time); ratio B/A with 95% CI",
-               ("conc", "A runs", "B runs", "B/A", "95% CI", "method", "verdict"), "right")
-    for lvl in comp["levels"]:
-        r = lvl["ratio"]
-        t.add_row(_e(lvl["concurrency"]), ", ".join(_f(v) for v in lvl["a"]), ", ".join(_f(v) for v in lvl["b"]),
-                  f"{r['ratio']:.3f}", f"{r['ci_low']:.3f}-{r['ci_high']:.3f}", _e(r["method"]), f"[bold]{_e(r['verdict'])}[/bold]")
-    console.print(t)
+    rows = [[str(lvl["concurrency"]), ", ".join(_f(v) for v in lvl["a"]), ", ".join(_f(v) for v in lvl["b"]),
+             f"{r['ratio']:.3f}", f"{r['ci_low']:.3f}-{r['ci_high']:.3f}", str(r["method"]), str(r["verdict"])]
+            for lvl in comp["levels"] for r in [lvl["ratio"]]]
+    tabled(console, "output tok/s per arm run (its tokens / its rounds' wall time); ratio B/A with 95% CI",
+           ("conc", "A runs", "B runs", "B/A", "95% CI", "method", "verdict"), rows, "right", fitted, "bold")
     for lvl in comp["levels"]:
         noise = lvl.get("noise") or {}
         if lvl.get("calibration_skipped"):
@@ -195,9 +211,9 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
             console.print(f"conc {_e(lvl['concurrency'])}: launch-to-launch noise {noise['launch_cv']:.1%}{source}; smallest "
                           f"effect these pairs detect (80% power) {effect(noise['mde'])}; with {more}")
         elif lvl["ratio"].get("pairs") == 1:
-            console.print(f"conc {_e(lvl['concurrency'])}: one pair: the restart-to-restart noise is not measured, so only a "
-                          "1.5x difference is called and only its direction: the interval is the rounds' alone and backs "
-                          "no magnitude; 3 or more pairs, or `bench RECIPE --calibrate` first, measure that noise")
+            said(console, Text(f"conc {lvl['concurrency']}: "), "one pair: the restart-to-restart noise is not measured, so "
+                 "only a 1.5x difference is called and only its direction: the interval is the rounds' alone and backs no "
+                 "magnitude; 3 or more pairs measure that noise, or first `sparkdoctor bench RECIPE --calibrate`")
     _other_arm_line(console, (comp.get("correctness") or {}).get("b_vs_a"))
     load = comp.get("load") or {}
     for why in load.get("busy") or []:
@@ -213,10 +229,10 @@ def render_comparison(console: Console, comp: dict[str, Any]) -> None:
             return
     wrong = (comp.get("correctness") or {}).get("wrong") or []
     if wrong:
-        console.print(f"[bold red]wrong answers[/bold red] from arm {_e(' and '.join(wrong))}: its speed is not a win "
-                      "(bench/correctness.py; see each run with `sparkdoctor history RUN_ID`)")
-    said = {"faster": "B is faster than A", "slower": "B is slower than A", "mixed": "mixed: the levels disagree"}
-    console.print(f"[bold]verdict[/bold]: {_e(said.get(comp['verdict'], comp['verdict']))} (B/A of output tok/s)")
+        said(console, Text("wrong answers", style="bold red"), f" from arm {' and '.join(wrong)}: its speed is not a win "
+             "(bench/correctness.py); see each run with `sparkdoctor history RUN_ID`")
+    words = {"faster": "B is faster than A", "slower": "B is slower than A", "mixed": "mixed: the levels disagree"}
+    console.print(f"[bold]verdict[/bold]: {_e(words.get(comp['verdict'], comp['verdict']))} (B/A of output tok/s)")
     console.print(f"runs stored: {_e(', '.join(str(r) for r in comp.get('runs') or []) or 'none')}; "
                   "a difference inside the noise is reported as \"no difference\", never as a win")
 
@@ -235,18 +251,6 @@ def _memory_line(console: Console, memory: dict[str, Any] | None) -> None:
                   + f", MemAvailable at least {_gib(memory.get('lowest_available_bytes'))} "
                   f"({memory.get('samples_taken')} samples of {memory.get('processes')} process(es))",
                   markup=False, highlight=False)
-
-
-def render_history(console: Console, runs: list[dict[str, Any]], ledger: str, recipe: str | None = None) -> None:
-    if not runs:
-        said = f"no runs of recipe {recipe!r} in {ledger}" if recipe is not None else f"no runs recorded in {ledger}"
-        console.print(said, markup=False, highlight=False, soft_wrap=True)
-        return
-    t = _table("runs, newest first", HISTORY_HEADS)
-    for r in runs:
-        t.add_row(*map(_e, history_cells(r)))
-    console.print(t)
-    damaged(console, runs)
 
 
 HISTORY_HEADS = ("run", "when (UTC)", "recipe", "model", "fingerprint", "decode tok/s/stream", "source", "peak memory", "A/B")
@@ -268,30 +272,25 @@ def damaged(console: Console, runs: Sequence[Mapping[str, object]]) -> None:
             console.print(f"[red]run {_e(r['id'])} is damaged[/red]: {_e(why)}", highlight=False)
 
 
-def render_compare(console: Console, cmp: dict[str, Any]) -> None:
+def render_compare(console: Console, cmp: dict[str, Any], fitted: bool = False) -> None:
     a, b = cmp["a"], cmp["b"]
     console.print(f"[bold]run {_e(a['id'])}[/bold] ({_e(a['created_at'])}, fingerprint {_e(a['fingerprint'])})  vs  "
                   f"[bold]run {_e(b['id'])}[/bold] ({_e(b['created_at'])}, fingerprint {_e(b['fingerprint'])})")
     for note in cmp["notes"]:
         console.print(f"[yellow]note[/yellow]: {_e(note)}")
     if cmp["toolchain"]:
-        t = _table("what changed in the toolchain", ("what", f"run {_e(a['id'])}", f"run {_e(b['id'])}"))
-        for row in cmp["toolchain"]:
-            t.add_row(_e(row["what"]), _e(row["a"]), _e(row["b"]))
-        console.print(t)
+        tabled(console, "what changed in the toolchain", ("what", f"run {a['id']}", f"run {b['id']}"),
+               [[str(row["what"]), str(row["a"]), str(row["b"])] for row in cmp["toolchain"]], fitted=fitted)
     else:
         console.print("toolchain: same fingerprint material")
-    console.print(_numbers_table("what changed in the numbers", cmp["numbers"],
-                                 (f"run {_e(a['id'])}", f"run {_e(b['id'])}", "b/a")))
+    _numbers(console, "what changed in the numbers", cmp["numbers"], (f"run {a['id']}", f"run {b['id']}", "b/a"), fitted)
 
 
-def _numbers_table(title: str, numbers: list[dict[str, Any]], heads: tuple[str, str, str]) -> Table:
+def _numbers(console: Console, title: str, numbers: list[dict[str, Any]], heads: tuple[str, str, str], fitted: bool) -> None:
     """Each figure of two runs (or cells) side by side, and their ratio."""
-    t = _table(title, ("conc", "figure", *heads), "right")
-    for row in numbers:
-        t.add_row(_e(row["concurrency"]), _e(row["figure"]), _f(row["a"], 2), _f(row["b"], 2),
-                  f"{row['ratio']:.3f}" if row["ratio"] else "-")
-    return t
+    tabled(console, title, ("conc", "figure", *heads), [
+        [str(row["concurrency"]), str(row["figure"]), _f(row["a"], 2), _f(row["b"], 2),
+         f"{row['ratio']:.3f}" if row["ratio"] else "-"] for row in numbers], "right", fitted)
 
 
 def render_calibration(console: Console, doc: dict[str, Any]) -> None:
@@ -308,7 +307,7 @@ def render_calibration(console: Console, doc: dict[str, Any]) -> None:
                       "calibration (without one, only 1.5x is ever called)")
 
 
-def render_reproduce(console: Console, doc: dict[str, Any]) -> None:
+def render_reproduce(console: Console, doc: dict[str, Any], fitted: bool = False) -> None:
     """An exported cell against the run here: the numbers, then what differs key by key (the likely causes)."""
     hashes = doc["config_hash"]
     same = "the same configuration" if doc["same_config"] else "another configuration"
@@ -320,33 +319,32 @@ def render_reproduce(console: Console, doc: dict[str, Any]) -> None:
     if head and head.get("a") and head.get("b") is not None:
         console.print(f"headline decode tok/s/stream at conc {_e(head['concurrency'])}: {_f(head['a'], 2)} there, "
                       f"{_f(head['b'], 2)} here ({head['b'] / head['a']:.3f}x)", soft_wrap=True)
-    console.print(_numbers_table("the numbers, there and here", doc["numbers"], ("there", "here", "here/there")))
+    _numbers(console, "the numbers, there and here", doc["numbers"], ("there", "here", "here/there"), fitted)
     if not doc["differences"]:
         console.print("nothing differs between the two cells (toolchain, model, recipe, workload, load): a gap is noise "
                       "or something sparkdoctor does not see", soft_wrap=True)
         return
-    t = _table("what differs (likely causes: " + _e(", ".join(doc["likely_causes"])) + ")", ("group", "key", "there", "here"))
-    for row in doc["differences"]:
-        t.add_row(_e(row["group"]), _e(row["key"]), _e(row["there"]), _e(row["here"]))
-    console.print(t)
+    tabled(console, "what differs (likely causes: " + ", ".join(doc["likely_causes"]) + ")", ("group", "key", "there", "here"),
+           [[str(row[k]) for k in ("group", "key", "there", "here")] for row in doc["differences"]], fitted=fitted)
 
 
 def _console(result: Result[BenchDocument], sink: Sink) -> str:
     found, document = result.data, result.data.to_json()
 
     def draw(console: Console) -> None:
+        fitted = sink.at_terminal()  # a terminal too narrow for a table's words gets its rows as items
         if isinstance(found, RunDocument):
-            render_run(console, document)
+            render_run(console, document, fitted)
         elif isinstance(found, ComparisonDocument):
-            render_comparison(console, document)
+            render_comparison(console, document, fitted)
             if found.calibration is not None:
                 render_calibration(console, document)
             if found.conclusion:
                 console.print(f"conclusion {found.conclusion.get('name')!r} recorded: {found.conclusion.get('statement')}",
                               markup=False, highlight=False, soft_wrap=True)
         elif isinstance(found, ReproduceDocument):
-            render_run(console, {**document["run"], "kind": "run"})
-            render_reproduce(console, document)
+            render_run(console, {**document["run"], "kind": "run"}, fitted)
+            render_reproduce(console, document, fitted)
 
     return sink.wide(draw)
 

@@ -3,7 +3,7 @@
 A remedy reads `pip install torch --index-url https://download.pytorch.org/whl/cu130 (the version your vLLM pins),
 then ...`: wrapped as prose at 80 columns, the URL went to the next line and the command copied from the terminal
 broke. A command is a code span that starts with a program (`` `swapoff -a && swapon -a` ``), or, in the open, an
-install or removal (`pip install ...`, `uv pip ...`, `sudo ...`, `rm -rf ...`, `python -m ...`)
+install or removal (`pip install ...`, `uv pip ...`, `sudo ...`, `rm -rf ...`, `docker rm ...`, `python -m ...`)
 or a `sparkdoctor`/`vllm` command with an option, never one piped or chained into (`echo 3 | sudo tee ...`: where
 that line starts is not known, so it stays prose); it ends at `,` `;` `(` `)`, at a word of prose (`and`, `or`,
 `then`, `which`, ...) or at the end of the sentence. Quoted words (`"flashinfer-python==<installed version>"`) are
@@ -19,7 +19,7 @@ _SPAN_PROGRAMS = frozenset(
     "pip pip3 uv sudo docker rm python python3 sparkdoctor vllm swapoff swapon grep readelf nvidia-ctk systemctl "
     "export unset git curl ls cat sync echo".split())
 _OPEN = re.compile(r"(?<![\w/.`'\"-])(?<!\| )(?<!&& )(?:pip3? (?:install|uninstall) |uv (?:pip|add|sync) |sudo |rm -r?f |"
-                   r"python3? -m |sparkdoctor |vllm )")
+                   r"(?:docker|podman) rm |python3? -m |sparkdoctor |vllm )")
 _NEEDS_OPTION = ("sparkdoctor ", "vllm ")
 _WORD = re.compile(r"\"[^\"\n]*\"|'[^'\n]*'|[^\s,;()\"'`]+")
 _PROSE = frozenset("which with and or then to if for from matching once instead when that so on in is are "

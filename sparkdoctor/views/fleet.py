@@ -8,12 +8,14 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape as markup_escape
+from rich.text import Text
 
 from sparkdoctor.describe import clip
 from sparkdoctor.fleet import FleetResult
 from sparkdoctor.result import Format
 from sparkdoctor.text import shown
 from sparkdoctor.views import View
+from sparkdoctor.views.fitted import said
 
 if TYPE_CHECKING:
     from sparkdoctor.memory.pernode import FleetFit
@@ -157,7 +159,7 @@ def render_memory(fit: FleetFit, console: Console, verbose: bool = False) -> Non
         for h in v.holding[:8 if verbose else 3] if v.outcome != "fits" or verbose else []:
             console.print(f"      [dim]held: {escape(h.what)}: {gib(h.bytes)}[/]")
         for remedy in [r for r in v.remedies if not r.startswith("launch with")][:2] if v.outcome != "fits" else []:
-            console.print(f"      do: {escape(remedy)}")
+            said(console, Text("do: "), shown(remedy), indent=6)  # its command whole on a line of its own
     if fit.proposal:
         decided = "".join(f"--{k.replace('_', '-')} set by {n}; " for k, n in fit.decided_by.items())
         checked = {True: "fits on every node", False: "still short on a node", None: ""}[fit.proposal_fits]

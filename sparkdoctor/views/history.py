@@ -27,10 +27,10 @@ from sparkdoctor.views.bench import (
     damaged,
     history_cells,
     render_compare,
-    render_history,
     render_run,
+    tabled,
 )
-from sparkdoctor.views.fitted import grid
+from sparkdoctor.views.fitted import grid, said
 
 
 def _console(result: Result[HistoryDocument], sink: Sink) -> str:
@@ -39,8 +39,9 @@ def _console(result: Result[HistoryDocument], sink: Sink) -> str:
         return ""
 
     def draw(console: Console) -> None:
+        fitted = sink.at_terminal()  # a terminal too narrow for a table's words gets its rows as items
         if isinstance(found, HistoryList):
-            if found.runs and sink.at_terminal() and _width(found.runs) > console.width:
+            if found.runs and fitted and _width(found.runs) > console.width:
                 _fitted_runs(console, found.runs)  # rich would cut every cell to a letter and an ellipsis
             else:
                 render_history(console, found.runs, found.ledger, found.recipe)
@@ -52,9 +53,9 @@ def _console(result: Result[HistoryDocument], sink: Sink) -> str:
                                  "base_url": run["base_url"], "model": run["model"], "fingerprint": run["fingerprint"],
                                  "levels": run["summary"].get("levels", []), "headline": run["summary"].get("headline"),
                                  "findings": run["findings"], "memory": run.get("memory"),
-                                 "load": run["summary"].get("load"), "correctness": run["summary"].get("correctness")})
+                                 "load": run["summary"].get("load"), "correctness": run["summary"].get("correctness")}, fitted)
         elif isinstance(found, HistoryCompare):
-            render_compare(console, found.to_json())
+            render_compare(console, found.to_json(), fitted)
         elif isinstance(found, HistoryImport):
             said = "was stored already, as run" if found.already else "as run"
             console.print(f"stored {found.file} {said} {found.run_id} in {found.ledger}", markup=False, highlight=False,
@@ -65,6 +66,15 @@ def _console(result: Result[HistoryDocument], sink: Sink) -> str:
             _deleted(console, found)
 
     return sink.wide(draw)
+
+
+def render_history(console: Console, runs: Sequence[Mapping[str, object]], ledger: str, recipe: str | None = None) -> None:
+    if not runs:
+        words = f"no runs of recipe {recipe!r} in {ledger}" if recipe is not None else f"no runs recorded in {ledger}"
+        console.print(words, markup=False, highlight=False, soft_wrap=True)
+        return
+    tabled(console, "runs, newest first", HISTORY_HEADS, [history_cells(r) for r in runs])
+    damaged(console, runs)
 
 
 def _width(runs: Sequence[Mapping[str, object]]) -> int:
@@ -97,17 +107,17 @@ def _deleted(console: Console, found: HistoryDelete) -> None:
                                    f"{tps:.1f} decode tok/s/stream" if isinstance(tps, (int, float)) else None,
                                    f"arm {run.get('arm')} of comparison {run.get('comparison_id')}"
                                    if run.get("comparison_id") is not None else None]))
-    said = "removed from" if found.deleted else "would be removed from"
-    console.print(f"run {found.run_id} ({what}) {said} {found.ledger}", markup=False, highlight=False, soft_wrap=True)
+    done = "removed from" if found.deleted else "would be removed from"
+    console.print(f"run {found.run_id} ({what}) {done} {found.ledger}", markup=False, highlight=False, soft_wrap=True)
     if found.conclusions:
         console.print(f"  conclusions that name it (a rerun reports them broken: record them again): "
                       f"{', '.join(found.conclusions)}", markup=False, highlight=False, soft_wrap=True)
-    if found.deleted:
-        console.print(f"  kept in {found.kept} first: `sparkdoctor history --import {found.kept}` stores it again "
-                      "(as a new run)", markup=False, highlight=False, soft_wrap=True)
+    if found.deleted:  # the command on a line of its own, whole at any width
+        said(console, Text(f"kept in {found.kept} first: "), f"`sparkdoctor history --import {found.kept}` stores it "
+             "again (as a new run)", indent=2)
     else:
-        console.print(f"  nothing changed: `sparkdoctor history --delete {found.run_id} --yes` removes it "
-                      "(kept in a file first)", markup=False, highlight=False, soft_wrap=True)
+        said(console, Text("nothing changed: "), f"`sparkdoctor history --delete {found.run_id} --yes` removes it "
+             "(kept in a file first)", indent=2)
 
 
 VIEW = View(HistoryDocument, {Format.console: _console, Format.json: lambda result, sink: result.data.to_json()})
