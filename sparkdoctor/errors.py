@@ -24,6 +24,7 @@ from sparkdoctor.exitcodes import (
     EXIT_BENCH_UNCHECKED,
     EXIT_BENCH_WRONG,
     EXIT_LEDGER,
+    EXIT_NO_VLLM,
     EXIT_UNPROBEABLE,
     EXIT_USAGE,
     EXIT_VERIFY_ERROR,
@@ -87,6 +88,14 @@ class TargetUnprobeable(SparkdoctorError):
 
     exit_code = EXIT_UNPROBEABLE
     code = "unprobeable"
+
+
+class NoVllmToJudge(SparkdoctorError):
+    """recipe check: neither --python nor the recipe's command named an environment, and the one used by default
+    has no vLLM: nothing to judge the recipe's flags and env against. One line; exit EXIT_NO_VLLM."""
+
+    exit_code = EXIT_NO_VLLM
+    code = "no-vllm"
 
 
 class LedgerFailure(SparkdoctorError):

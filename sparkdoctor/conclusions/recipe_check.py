@@ -39,8 +39,7 @@ from sparkdoctor.conclusions.workarounds import (
     own_copy,
     server_facts,
 )
-from sparkdoctor.errors import SparkdoctorError, TargetUnprobeable
-from sparkdoctor.exitcodes import EXIT_NO_VLLM
+from sparkdoctor.errors import NoVllmToJudge, TargetUnprobeable
 from sparkdoctor.facts import Facts
 from sparkdoctor.locations import cache_dir
 from sparkdoctor.matrix import evaluate, needs_recipe
@@ -75,13 +74,6 @@ Finding = dict[str, object]
 
 SEVERITY_RANK = {s.value: s.rank for s in Severity}  # info 0, warn 1, error 2
 
-
-class NoVllmToJudge(SparkdoctorError):
-    """Neither --python nor the recipe's command named an environment, and the one used by default has no
-    vLLM: nothing to judge the recipe's flags and env against. One line; exit EXIT_NO_VLLM."""
-
-    exit_code = EXIT_NO_VLLM
-    code = "no-vllm"
 
 RECIPE_CHECK_VERSION = 1
 
