@@ -54,6 +54,10 @@ def whole(text: str, command: str) -> bool:
     # piped into: where the command starts is not known, so none is cut out of it (the memory verdict's remedy)
     ("drop it first (sync; echo 3 | sudo tee /proc/sys/vm/drop_caches)", []),
     ("Stop the other server; pip install vllm==0.32.0 then relaunch", ["pip install vllm==0.32.0"]),
+    # the memory verdict's leftover container (fleet check's `do:` line); a container option named in prose is none
+    ("if container 3f2a9c1b7d4e is a server's whose server died, remove it: docker rm -f 3f2a9c1b7d4e (or podman)",
+     ["docker rm -f 3f2a9c1b7d4e"]),
+    ("raise the memory limit of the cgroup this runs in (docker run --memory, systemd MemoryMax= and MemoryHigh=)", []),
 ])
 def test_the_commands_in_a_remedy(remedy, commands):
     assert [piece for piece, is_command in split_commands(remedy) if is_command] == commands
