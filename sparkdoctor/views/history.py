@@ -57,8 +57,8 @@ def _console(result: Result[HistoryDocument], sink: Sink) -> str:
         elif isinstance(found, HistoryCompare):
             render_compare(console, found.to_json(), fitted)
         elif isinstance(found, HistoryImport):
-            said = "was stored already, as run" if found.already else "as run"
-            console.print(f"stored {found.file} {said} {found.run_id} in {found.ledger}", markup=False, highlight=False,
+            how = "was stored already, as run" if found.already else "as run"
+            console.print(f"stored {found.file} {how} {found.run_id} in {found.ledger}", markup=False, highlight=False,
                           soft_wrap=True)
             console.print("  the file is removed: the ledger holds the run now" if found.removed else
                           "  the file could not be removed: delete it, so that it is not stored twice", markup=False)
