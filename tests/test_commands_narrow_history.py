@@ -20,7 +20,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from tests.fleet.test_fleet_memory_fit import LEAKED, qwen3_8b, strained  # noqa: F401  (qwen3_8b: a fixture)
+from tests.fleet.test_fleet_memory_fit import (  # noqa: F401  (qwen3_8b: a fixture)
+    LEAKED,
+    healthy,
+    meminfo,
+    qwen3_8b,
+    strained,
+)
 from tests.memory.conftest import write_recipe
 from tests.pty_terminal import at_terminal
 
@@ -34,24 +40,31 @@ def whole(text: str, command: str) -> bool:
     return any(line.strip() == command for line in text.splitlines())
 
 
+def page_cache(tmp: Path) -> Path:
+    """gb10-healthy with 60 GiB available, 50 GiB of it clean page cache: the launch fits only once that is dropped."""
+    root = healthy(tmp, "page-cache")
+    meminfo(root, 60, cached_gib=50)
+    return root
+
+
 @pytest.fixture(scope="module")
 def fleet_runs(tmp_path_factory, qwen3_8b):  # noqa: F811
-    """`fleet check --hosts local --recipe R` on a node whose leaked container holds 30 GiB, at each width (fleet's
-    console is drawn as wide as COLUMNS says, on a pipe too)."""
+    """`fleet check --hosts local --recipe R` at each width (fleet's console is drawn as wide as COLUMNS says, on a
+    pipe too) on a node whose leaked container holds 30 GiB, and on one whose free memory is page cache."""
     tmp = tmp_path_factory.mktemp("fleet")
     recipe = write_recipe(tmp, qwen3_8b, "--max-model-len", "32768", "--gpu-memory-utilization", "0.7")
-    root = strained(tmp)
+    roots = {"leaked": strained(tmp), "cache": page_cache(tmp)}
     runs = {}
-    for width in WIDTHS:
+    for (kind, root), width in ((kr, w) for kr in roots.items() for w in WIDTHS):
         env = {**os.environ, "SPARKDOCTOR_HOST_ROOT": str(root), "COLUMNS": str(width)}
-        runs[width] = subprocess.run([sys.executable, "-m", "sparkdoctor", "fleet", "check", "--hosts", "local",
-                                      "--recipe", str(recipe)], capture_output=True, text=True, timeout=300, env=env)
+        runs[kind, width] = subprocess.run([sys.executable, "-m", "sparkdoctor", "fleet", "check", "--hosts", "local",
+                                            "--recipe", str(recipe)], capture_output=True, text=True, timeout=300, env=env)
     return runs
 
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_fleet_checks_do_line_prints_its_command_whole(fleet_runs, width):
-    done = fleet_runs[width]
+    done = fleet_runs["leaked", width]
     assert done.returncode == 1, done.stdout + done.stderr
     command = f"docker rm -f {LEAKED[:12]}"
     assert whole(done.stdout, command), done.stdout
@@ -60,6 +73,15 @@ def test_fleet_checks_do_line_prints_its_command_whole(fleet_runs, width):
     before = " ".join(line.strip() for line in lines[at - 3:at])
     assert "do: if container" in before and "remove it:" in before, done.stdout  # the prose before it, still said
     assert "(or podman)" in lines[at + 1], done.stdout  # and after it
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_fleet_checks_page_cache_remedy_prints_its_command_whole(fleet_runs, width):
+    """A piped command is found only quoted (views/commands.py): the memory verdict's remedies now quote theirs."""
+    done = fleet_runs["cache", width]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert whole(done.stdout, "sync; echo 3 | sudo tee /proc/sys/vm/drop_caches"), done.stdout
+    assert "clean page cache the kernel must give back" in " ".join(done.stdout.split()), done.stdout
 
 
 @pytest.fixture(scope="module")

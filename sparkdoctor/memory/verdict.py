@@ -24,7 +24,7 @@ from sparkdoctor.memory.need import GIB, OUTSIDE, Need
 FITS, FITS_WITH, NO_FIT, UNKNOWN = "fits", "fits-with", "does-not-fit", "unknown"
 PAGE_CACHE = "clean page cache (reclaimable)"
 SHORTEST = 256  # the shortest --max-model-len proposed: below it a server is of little use
-DROP_CACHES = "sync; echo 3 | sudo tee /proc/sys/vm/drop_caches"
+DROP_CACHES = "`sync; echo 3 | sudo tee /proc/sys/vm/drop_caches`"  # quoted: a view prints the command whole
 
 
 @dataclass(frozen=True)
@@ -240,7 +240,7 @@ def holdings(have: Have) -> list[Holding]:
     if have.hugetlb_bytes:  # huge pages set aside: MemAvailable never counts them, and nothing else says where they went
         unused = f", {gib(have.hugetlb_free_bytes)} of them unused" if have.hugetlb_free_bytes is not None else ""
         out.append(Holding(f"huge pages set aside (vm.nr_hugepages, Hugetlb in /proc/meminfo{unused})", have.hugetlb_bytes,
-                           "if nothing needs the huge pages, give them back: echo 0 | sudo tee /proc/sys/vm/nr_hugepages "
+                           "if nothing needs the huge pages, give them back: `echo 0 | sudo tee /proc/sys/vm/nr_hugepages` "
                            "(and drop hugepages= from the kernel command line)"))
     if have.page_cache_bytes:
         out.append(Holding(PAGE_CACHE, have.page_cache_bytes, f"drop the page cache: {DROP_CACHES}"))
