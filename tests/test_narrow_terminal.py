@@ -117,8 +117,8 @@ def test_a_report_piped_at_a_wide_terminal_is_80_columns_wide(env, tmp_path):
 
 def test_history_at_a_40_column_terminal_lists_each_run_readably(env, tmp_path):
     """Before: the nine-column table drawn into 40 columns, every cell cut to a letter and an ellipsis (`│ 2 │ … │ … │
-    m │ b… │`). Now a terminal too narrow for the table gets a run an item, its cells named, wrapped under the run;
-    a pipe still gets the table whole, whatever COLUMNS says."""
+    m │ b… │`). Now a terminal too narrow for the table gets a run an item, a cell a line (`recipe: default`), as
+    `history RUN_ID` and `--compare` draw theirs; a pipe still gets the table whole, whatever COLUMNS says."""
     from sparkdoctor.ledger import Ledger
     from tests.rerun.ledgerdata import add_ab, write_recipe
 
@@ -130,11 +130,11 @@ def test_history_at_a_40_column_terminal_lists_each_run_readably(env, tmp_path):
     seen = at_terminal(argv, 40, env, cwd=str(tmp_path))
     assert seen.code == 0, seen.text
     assert max(len(line) for line in seen.lines) <= 40 and "…" not in seen.text, seen.text
-    runs = [i for i, line in enumerate(seen.lines) if line.startswith("run ")]
+    runs = [i for i, line in enumerate(seen.lines) if line.startswith("run: ")]
     assert len(runs) == 2, seen.text
     first = squeezed("".join(seen.lines[runs[0]:runs[1]]))
-    assert all(squeezed(part) in first for part in ("recipe default", "model m", "decode tok/s/stream 100.0", "A/B 1:B")), first
-    assert "recipeone-seq-long-recipe-name" in squeezed(seen.text), seen.text
+    assert all(squeezed(part) in first for part in ("recipe: default", "model: m", "decode tok/s/stream: 100.0", "A/B: 1:B")), first
+    assert "recipe:one-seq-long-recipe-name" in squeezed(seen.text), seen.text
     wide = at_terminal(argv, 200, env, cwd=str(tmp_path))
     assert "┃ run ┃" in wide.text, wide.text
     piped_out = piped(env, "history", "--ledger", tmp_path / "l.sqlite", columns="40").stdout

@@ -83,13 +83,9 @@ class EnvTarget:
     recipe's own VLLM_* variables (it reads the names from its environment)."""
 
     def __init__(self, inner: Target, env: dict[str, str]):
-        self.inner, self.env = inner, {k: v for k, v in env.items() if not loads_code(k)}
-        self.python = inner.python
-
-    @property
-    def recipe_env(self) -> dict[str, str]:
-        """What the recipe put into the environment: a program it names there is never run (collect/toolkits)."""
-        return self.env
+        self.inner, self.python = inner, inner.python
+        # recipe_env: what the recipe put into the environment; a program it names there is never run (collect/toolkits)
+        self.env = self.recipe_env = {k: v for k, v in env.items() if not loads_code(k)}
 
     def __getattr__(self, name: str) -> Any:  # kind, shares_files, run_command, file_transport ... as the inner target's
         if name == "inner":

@@ -21,45 +21,40 @@ from sparkdoctor.bench.document import (
 )
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
+from sparkdoctor.text import one_line
 from sparkdoctor.views import View
-from sparkdoctor.views.fitted import items, said
+from sparkdoctor.views.fitted import grid, said
 from sparkdoctor.views.terminal_text import escaped as _e
 
 
 def _f(value: float | None, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    return f"{value * scale:,.{digits}f}{unit}"
+    return "-" if value is None else f"{value * scale:,.{digits}f}{unit}"
 
 
 def _ci(est: dict[str, Any] | None, digits: int = 1, scale: float = 1.0) -> str:
-    if not est:
-        return "-"
-    return f"{_f(est['median'], digits, scale)} [{_f(est['ci_low'], digits, scale)}-{_f(est['ci_high'], digits, scale)}]"
-
-
-def _table(title: str, columns: tuple[str, ...], justify: JustifyMethod = "left") -> Table:
-    """A table titled on the left whose columns all take `justify`."""
-    t = Table(title=title, title_justify="left")
-    for col in columns:
-        t.add_column(col, justify=justify)
-    return t
+    return (f"{_f(est['median'], digits, scale)} [{_f(est['ci_low'], digits, scale)}-{_f(est['ci_high'], digits, scale)}]"
+            if est else "-")
 
 
 def tabled(console: Console, title: str, heads: tuple[str, ...], rows: list[list[str]], justify: JustifyMethod = "left",
            fitted: bool = False, last: str = "") -> None:
     """A table of plain cells, or, `fitted` to a terminal too narrow for each cell whole beside the others (rich would
     wrap a value over rows, split it mid-word or cut it to a letter and an ellipsis), its rows as items, a cell a line
-    (views/fitted.py). A head may wrap at its spaces. `last`: the last column's style."""
-    t = _table(escape(title), tuple(map(_e, heads)), justify)
-    t.columns[-1].style = last
-    for row in rows:
-        t.add_row(*map(_e, row))
+    (the first cell, then `head: value` a line, wrapped under the item). A head may wrap at its spaces. `last`: the
+    last column's style. The title is on the left, every column takes `justify`."""
     words = [max(map(cell_len, head.split() or [""])) for head in heads]
     if fitted and sum(max([w, *(cell_len(row[i]) for row in rows)]) + 3 for i, w in enumerate(words)) + 1 > console.width:
-        items(console, title, heads, rows)
-    else:
-        console.print(t)
+        console.print(Text(title), overflow="fold")
+        for row in rows:
+            console.print(Text(one_line(f"{heads[0]}: {row[0]}")), overflow="fold")  # an empty cell is left out
+            console.print(grid([("  ", Text(one_line(f"{h}: {c}"))) for h, c in zip(heads[1:], row[1:], strict=True) if c], gap=0))
+        return
+    t = Table(title=escape(title), title_justify="left")
+    for i, head in enumerate(heads):
+        t.add_column(_e(head), justify=justify, style=last if i == len(heads) - 1 else "")
+    for row in rows:
+        t.add_row(*map(_e, row))
+    console.print(t)
 
 
 LEVEL_HEADS = ("conc", "requests", "decode tok/s/stream (client median)", "decode tok/s/stream (server mean)", "output tok/s",

@@ -93,19 +93,9 @@ def said(console: Console, head: Text, text: str, indent: int = 0) -> None:
     """`head` (styled) then `text` (plain) as one line of prose, wrapped at the console's width; a shell command in
     `text` goes on a line of its own, whole at any width, the prose around it wrapped under `indent`."""
     pieces = [(Text(piece), is_command) for piece, is_command in split_commands(text)]
-    first = head.copy().append(text[:len(text) - len(text.lstrip())])  # the space between them, which pieces lose
     if not any(is_command for _, is_command in pieces):
-        console.print(Text(" " * indent).append_text(head).append(text))
-    elif pieces[0][1]:
-        with_commands(console, indent, Text(""), [(first, False), *pieces], 0)
-    else:
-        with_commands(console, indent, Text(""), [(first.append_text(pieces[0][0]), False), *pieces[1:]], 0)
-
-
-def items(console: Console, title: str, heads: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
-    """A table too narrow for the terminal as items: its title, then a row an item, its first cell (`conc: 1`) and
-    each other cell under it on a line of its own, `head: value`, wrapped under the item (plain text)."""
-    console.print(Text(title), overflow="fold")
-    for row in rows:
-        console.print(Text(f"{heads[0]}: {row[0]}"), overflow="fold")
-        console.print(grid([("  ", Text(f"{head}: {cell}")) for head, cell in zip(heads[1:], row[1:], strict=True)], gap=0))
+        return console.print(Text(" " * indent).append_text(head).append(text))
+    first = head.copy().append(text[:len(text) - len(text.lstrip())])  # the space between them, which pieces lose
+    if not pieces[0][1]:
+        first.append_text(pieces.pop(0)[0])
+    with_commands(console, indent, Text(""), [(first, False), *pieces], 0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
@@ -20,7 +19,6 @@ from sparkdoctor.bench.history import (
 )
 from sparkdoctor.result import Format, Result
 from sparkdoctor.sink import Sink
-from sparkdoctor.text import one_line
 from sparkdoctor.views import View
 from sparkdoctor.views.bench import (
     HISTORY_HEADS,
@@ -30,7 +28,7 @@ from sparkdoctor.views.bench import (
     render_run,
     tabled,
 )
-from sparkdoctor.views.fitted import grid, said
+from sparkdoctor.views.fitted import said
 
 
 def _console(result: Result[HistoryDocument], sink: Sink) -> str:
@@ -39,21 +37,16 @@ def _console(result: Result[HistoryDocument], sink: Sink) -> str:
         return ""
 
     def draw(console: Console) -> None:
-        fitted = sink.at_terminal()  # a terminal too narrow for a table's words gets its rows as items
+        fitted = sink.at_terminal()  # a terminal too narrow for a table's cells gets its rows as items
         if isinstance(found, HistoryList):
-            if found.runs and fitted and _width(found.runs) > console.width:
-                _fitted_runs(console, found.runs)  # rich would cut every cell to a letter and an ellipsis
-            else:
-                render_history(console, found.runs, found.ledger, found.recipe)
+            render_history(console, found.runs, found.ledger, found.recipe, fitted)
         elif isinstance(found, HistoryRun):
             run = found.run
             console.print(f"run {run['id']} at {run['created_at']} (bench version {run['bench_version']}, "
                           f"sparkdoctor {run['tool_version']})", markup=False)  # a ledger's text: never markup
-            render_run(console, {"run_id": run["id"], "recipe": run["recipe"], "server": run["server"],
-                                 "base_url": run["base_url"], "model": run["model"], "fingerprint": run["fingerprint"],
-                                 "levels": run["summary"].get("levels", []), "headline": run["summary"].get("headline"),
-                                 "findings": run["findings"], "memory": run.get("memory"),
-                                 "load": run["summary"].get("load"), "correctness": run["summary"].get("correctness")}, fitted)
+            render_run(console, {"run_id": run["id"], "memory": run.get("memory"), "levels": run["summary"].get("levels", []),
+                                 **{k: run[k] for k in ("recipe", "server", "base_url", "model", "fingerprint", "findings")},
+                                 **{k: run["summary"].get(k) for k in ("headline", "load", "correctness")}}, fitted)
         elif isinstance(found, HistoryCompare):
             render_compare(console, found.to_json(), fitted)
         elif isinstance(found, HistoryImport):
@@ -68,33 +61,15 @@ def _console(result: Result[HistoryDocument], sink: Sink) -> str:
     return sink.wide(draw)
 
 
-def render_history(console: Console, runs: Sequence[Mapping[str, object]], ledger: str, recipe: str | None = None) -> None:
+def render_history(console: Console, runs: Sequence[Mapping[str, object]], ledger: str, recipe: str | None = None,
+                   fitted: bool = False) -> None:
+    """The list: a table, or at a terminal too narrow for it a run an item, a cell a line (rich would cut every cell to
+    a letter and an ellipsis); a pipe or a file gets the table whole."""
     if not runs:
         words = f"no runs of recipe {recipe!r} in {ledger}" if recipe is not None else f"no runs recorded in {ledger}"
         console.print(words, markup=False, highlight=False, soft_wrap=True)
         return
-    tabled(console, "runs, newest first", HISTORY_HEADS, [history_cells(r) for r in runs])
-    damaged(console, runs)
-
-
-def _width(runs: Sequence[Mapping[str, object]]) -> int:
-    """The columns the list's table takes drawn whole: each column its widest cell and a space either side, and a
-    border before each and after the last."""
-    rows = [HISTORY_HEADS, *(history_cells(r) for r in runs)]
-    return sum(max(cell_len(row[i]) for row in rows) + 3 for i in range(len(HISTORY_HEADS))) + 1
-
-
-def _fitted_runs(console: Console, runs: Sequence[Mapping[str, object]]) -> None:
-    """The list at a terminal too narrow for its table: a run an item, each of its cells named, wrapped under the
-    run's text (a pipe or a file gets the table whole)."""
-    console.print("runs, newest first", markup=False, highlight=False)
-    rows = []
-    for r in runs:
-        cells = history_cells(r)
-        named = " · ".join([cells[1], *(f"{head} {cell}" for head, cell in zip(HISTORY_HEADS[2:], cells[2:], strict=True)
-                                        if cell)])  # when it ran, then each cell named
-        rows.append((Text(f"run {one_line(cells[0])}"), Text(one_line(named))))
-    console.print(grid(rows, gap=1))
+    tabled(console, "runs, newest first", HISTORY_HEADS, [history_cells(r) for r in runs], fitted=fitted)
     damaged(console, runs)
 
 
