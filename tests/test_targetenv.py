@@ -25,6 +25,7 @@ from sparkdoctor.collect import CollectorError, Context, run_collectors, targete
 from sparkdoctor.facts import Facts
 from sparkdoctor.locations import data_dir
 from sparkdoctor.targets import probe as target_probe
+from sparkdoctor.targets.early import hash_cache_file
 from sparkdoctor.targets.local import PythonTarget
 from tests import venvs
 
@@ -495,7 +496,7 @@ def test_collector_end_to_end_through_python_target(venv, tmp_path, answers_are_
     assert facts.cutedsl["active_build"] is None and isinstance(facts.env, dict)
     assert any(e["collector"] == "target_env" and "ghost" in e["error"] for e in facts.errors)
     assert set(targetenv.SCRATCH_KEYS) <= set(ctx.scratch)
-    cache = target_probe.cache_file(tmp_path / "cache", str(venv))
+    cache = Path(hash_cache_file(str(tmp_path / "cache"), str(venv)))
     assert cache.exists() and cache.parent.name == "hashes"
     assert re.fullmatch(r"[0-9a-f]{16}\.json", cache.name)
 

@@ -41,7 +41,6 @@ from sparkdoctor.kernels.probes import load_probes
 from sparkdoctor.targets.interface import Target
 
 LIST_TIMEOUT = 20.0
-COMPILE_TIMEOUT = 20.0
 SEP = "@@sparkdoctor@@"
 
 # argv after `sh -c SCRIPT sh`: candidate "path|source|package|version|envvar" records. Prints, for

@@ -55,10 +55,6 @@ def _local(target: Target) -> bool:
     return target.describe().get("kind") == "python"
 
 
-def cache_file(cache_root: Path, python: str) -> Path:
-    return Path(early.hash_cache_file(str(cache_root), python))
-
-
 def probe_args(target: Target, cache_root: Path | None, use_cache: bool) -> tuple[list[str], str | None]:
     python = str(target.describe().get("python") or "")
     return early.target_probe_args(python, _root(cache_root), use_cache, _local(target))
