@@ -25,7 +25,7 @@ from sparkdoctor.collect import CollectorError, Context, run_collectors, targete
 from sparkdoctor.facts import Facts
 from sparkdoctor.locations import data_dir
 from sparkdoctor.targets import probe as target_probe
-from sparkdoctor.targets.early import hash_cache_file
+from sparkdoctor.targets.early import HASH_BUDGET, hash_cache_file
 from sparkdoctor.targets.local import PythonTarget
 from tests import venvs
 
@@ -505,7 +505,7 @@ def test_collector_no_cache_passes_through(venv, tmp_path):
     ctx = make_ctx(str(venv), tmp_path, use_cache=False)
     args, warning = target_probe.probe_args(ctx.target, ctx.cache_dir, ctx.use_cache)
     assert args[-1] == "--no-cache" and warning is None
-    assert target_probe.probe_args(ctx.target, None, False) == (["--hash-budget", str(target_probe.HASH_BUDGET)], None)
+    assert target_probe.probe_args(ctx.target, None, False) == (["--hash-budget", str(HASH_BUDGET)], None)
 
 
 def test_prestarted_probe_is_used_and_gives_the_same_facts(venv, tmp_path, answers_are_waited_for):
