@@ -325,9 +325,7 @@ def run(ctx: Context) -> dict[str, object]:
             list(pool.map(lambda e: _fill(e, cache), entries))
     cache.save()
     mark_triton(entries)
-    facts = [e.as_fact() for e in entries]
-    ctx.scratch["ptxas"] = facts
-    return {"toolkits": facts}
+    return {"toolkits": [e.as_fact() for e in entries]}
 
 
 COLLECTOR = Collector("toolkits", run, needs=("target",), timeout=15)

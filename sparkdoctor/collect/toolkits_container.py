@@ -155,9 +155,7 @@ def run(ctx: Context) -> dict[str, object]:
         raise CollectorError(f"listing ptxas in container {getattr(target, 'name', '?')}: {res.describe_failure()}")
     entries = parse_listing(res.stdout)
     mark_triton(entries)
-    facts = [{**e.as_fact(), "where": "container"} for e in entries]
-    ctx.scratch["ptxas"] = facts
-    return {"toolkits": facts}
+    return {"toolkits": [{**e.as_fact(), "where": "container"} for e in entries]}
 
 
 COLLECTOR = Collector("toolkits", run, needs=("target",), timeout=LIST_TIMEOUT + 5)
