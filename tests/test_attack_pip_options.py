@@ -88,7 +88,7 @@ def test_matrix_verify_venv_steps_put_their_requirements_after_the_options_and_a
 
 
 def _inventory() -> Inventory:
-    return Inventory(python=sys.executable, is_venv=True, uv=False, has_pip=True, writable=True, purelib="", version="3.11", dists={})
+    return Inventory(python=sys.executable, is_venv=True, has_pip=True, writable=True, purelib="", version="3.11", dists={})
 
 
 @pytest.mark.parametrize("own", [False, True])

@@ -33,7 +33,8 @@ from pathlib import Path
 import pytest
 
 from sparkdoctor.matrix import Entry, load
-from sparkdoctor.matrix.symptoms import match_line, match_text, normalise
+from sparkdoctor.matrix.symptoms import line_hits, match_text, normalise
+from sparkdoctor.serve.logscan import match_line
 
 DATA = Path(__file__).resolve().parent / "data" / "explain"
 MATRIX = load()
@@ -102,20 +103,20 @@ def test_the_wrapped_match_names_the_lines_it_spans():
 def test_exact_then_tolerant_of_paths_numbers_colour_and_wrapping():
     e = entry(["Free memory on device cuda:0 (12.3/119.7 GiB) on startup is less than desired"])
     line = "\x1b[31mValueError: Free memory on device cuda:0 (100.21/121.69 GiB) on startup is less than desired\x1b[0m"
-    [m] = match_line(line, [e])
-    assert m.how == "tolerant" and m.line.startswith("ValueError")
+    [(_, _, how)] = line_hits(line, [e])
+    assert how == "tolerant" and match_line(line, [e])[0].line.startswith("ValueError")
     path = entry(["File /opt/venv/lib/python3.12/site-packages/vllm/envs.py is read-only"])
-    assert match_line("File /usr/local/lib/python3.10/dist-packages/vllm/envs.py is read-only", [path])[0].how == "tolerant"
-    assert match_line("Free memory on device cuda:0 (12.3/119.7 GiB) on startup is less than desired", [e])[0].how == "exact"
+    assert line_hits("File /usr/local/lib/python3.10/dist-packages/vllm/envs.py is read-only", [path])[0][2] == "tolerant"
+    assert line_hits("Free memory on device cuda:0 (12.3/119.7 GiB) on startup is less than desired", [e])[0][2] == "exact"
 
 
 def test_tolerance_never_changes_what_the_symptom_is_about():
     arch = entry(["Instruction 'cvt with .e2m1x2' not supported on .target 'sm_121'"])
-    assert not match_line("Instruction 'cvt with .e2m1x2' not supported on .target 'sm_120'", [arch])
+    assert not line_hits("Instruction 'cvt with .e2m1x2' not supported on .target 'sm_120'", [arch])
     majors = entry(["No supported CUDA architectures found for major versions [12]"])
-    assert not match_line("No supported CUDA architectures found for major versions [10]", [majors])
+    assert not line_hits("No supported CUDA architectures found for major versions [10]", [majors])
     short = entry(["!!!!!!!!"])  # shorter than MIN_TOLERANT once normalised: exact only
-    assert match_line("answer: !!!!!!!!!!!!", [short]) and not match_line("answer: !!!! !!!!", [short])
+    assert line_hits("answer: !!!!!!!!!!!!", [short]) and not line_hits("answer: !!!! !!!!", [short])
 
 
 def test_one_match_per_entry_counts_repeats_and_skips_withdrawn():
@@ -170,7 +171,7 @@ def test_every_bundled_symptom_finds_its_own_entry():
     """Each symptom string, pasted alone, is explained by the entry that lists it."""
     for e in MATRIX.entries:
         for s in e.symptoms if not e.withdrawn else []:
-            assert e.id in [m.entry.id for m in match_line(s, MATRIX.entries)], (e.id, s)
+            assert e.id in [hit[0].id for hit in line_hits(s, MATRIX.entries)], (e.id, s)
 
 
 # ---- the command --------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkdoctor.matrix import load
-from sparkdoctor.matrix.symptoms import _PATH, match_line, match_text, normalise
+from sparkdoctor.matrix.symptoms import _PATH, match_text, normalise
+from sparkdoctor.serve.logscan import match_line
 
 ROOT = Path(__file__).resolve().parents[1]
 # The pattern before the fix (quadratic on a long run of path characters with no '/' after it): the reference

@@ -41,10 +41,10 @@ from sparkdoctor.fix.interface import FixError
 from sparkdoctor.ledger import Ledger, LedgerError
 from sparkdoctor.ledger.compare import compare_runs
 from sparkdoctor.matrix import load as load_matrix
-from sparkdoctor.matrix.symptoms import match_line
 from sparkdoctor.recipes import RecipeError
 from sparkdoctor.recipes import load as load_recipe
 from sparkdoctor.result import Format, Result
+from sparkdoctor.serve.logscan import match_line
 from sparkdoctor.views import conclusions as conclusions_render
 from sparkdoctor.views.recipe import render_console
 from tests.fuzz import stores

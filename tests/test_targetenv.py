@@ -24,6 +24,8 @@ import pytest
 from sparkdoctor.collect import CollectorError, Context, run_collectors, targetenv
 from sparkdoctor.facts import Facts
 from sparkdoctor.locations import data_dir
+from sparkdoctor.targets import probe as target_probe
+from sparkdoctor.targets.early import HASH_BUDGET, hash_cache_file
 from sparkdoctor.targets.local import PythonTarget
 from tests import venvs
 
@@ -494,16 +496,16 @@ def test_collector_end_to_end_through_python_target(venv, tmp_path, answers_are_
     assert facts.cutedsl["active_build"] is None and isinstance(facts.env, dict)
     assert any(e["collector"] == "target_env" and "ghost" in e["error"] for e in facts.errors)
     assert set(targetenv.SCRATCH_KEYS) <= set(ctx.scratch)
-    cache = targetenv.cache_file(tmp_path / "cache", str(venv))
+    cache = Path(hash_cache_file(str(tmp_path / "cache"), str(venv)))
     assert cache.exists() and cache.parent.name == "hashes"
     assert re.fullmatch(r"[0-9a-f]{16}\.json", cache.name)
 
 
 def test_collector_no_cache_passes_through(venv, tmp_path):
     ctx = make_ctx(str(venv), tmp_path, use_cache=False)
-    args, warning = targetenv.probe_args(ctx.target, ctx.cache_dir, ctx.use_cache)
+    args, warning = target_probe.probe_args(ctx.target, ctx.cache_dir, ctx.use_cache)
     assert args[-1] == "--no-cache" and warning is None
-    assert targetenv.probe_args(ctx.target, None, False) == (["--hash-budget", str(targetenv.HASH_BUDGET)], None)
+    assert target_probe.probe_args(ctx.target, None, False) == (["--hash-budget", str(HASH_BUDGET)], None)
 
 
 def test_prestarted_probe_is_used_and_gives_the_same_facts(venv, tmp_path, answers_are_waited_for):

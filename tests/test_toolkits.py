@@ -129,13 +129,6 @@ def test_real_system_ptxas(tmp_path):
     assert t["source"] == "system" and t["error"] is None and t["used_by"] == []
 
 
-@needs_system_ptxas
-def test_scratch_gets_the_same_list(tmp_path):
-    ctx = make_ctx(tmp_path, path_env="/usr/local/bin")
-    out = toolkits.run(ctx)
-    assert ctx.scratch["ptxas"] == out["toolkits"] and out["toolkits"]
-
-
 def test_cuda_home_from_target_env(tmp_path):
     home = tmp_path / "cuda-x"
     fake_ptxas(home / "bin", version_and_help("12.9", "12.9.86", ""))

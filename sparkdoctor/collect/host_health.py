@@ -225,7 +225,7 @@ KERNEL_LOG_TIMEOUT = 5.0  # seconds journalctl -k may take here: check's collect
 DAEMON_LOG_TIMEOUT = 3.0  # and the journal of the user-space OOM killers (an indexed query: well under a second)
 
 
-def kernel(root: Path, live: bool | None = None) -> tuple[dict[str, int] | None, str | None, list[str]]:
+def kernel(root: Path) -> tuple[dict[str, int] | None, str | None, list[str]]:
     """The memory events in the kernel's log since boot: NV_ERR_NO_MEMORY lines, Xids, OOM kills, hung tasks (None
     where no log can be read), the source read, and why each source tried before it was not. /dev/kmsg, then on this
     machine `journalctl -k` (the post-mortem's reader: Ubuntu's and DGX OS's dmesg_restrict=1 refuses /dev/kmsg to a
@@ -233,7 +233,7 @@ def kernel(root: Path, live: bool | None = None) -> tuple[dict[str, int] | None,
     # imported on use: check loads sparkdoctor.collect.kernel_log only on the runs that get here
     from sparkdoctor.collect.kernel_log import counts, parse, read_kernel_log
 
-    log = read_kernel_log(root, live, timeout=KERNEL_LOG_TIMEOUT)
+    log = read_kernel_log(root, timeout=KERNEL_LOG_TIMEOUT)
     return (None if log.text is None else counts(parse(log.text))), log.source, log.refused
 
 

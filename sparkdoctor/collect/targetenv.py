@@ -16,14 +16,7 @@ from collections.abc import Mapping
 from sparkdoctor.collect import Collector, CollectorError, Context
 from sparkdoctor.collect.host_os import local_host
 from sparkdoctor.targets.local import Target, TargetError, parse_json_probe, probe_entry
-from sparkdoctor.targets.probe import (  # noqa: F401
-    HASH_BUDGET,
-    PROBE,
-    Prestarted,
-    cache_file,
-    prestart,
-    probe_args,
-)
+from sparkdoctor.targets.probe import PROBE, Prestarted, prestart
 
 PROBE_TIMEOUT = 15.0
 SCRATCH_KEYS = ("ptxas_candidates", "pip_config_files", "path_env")

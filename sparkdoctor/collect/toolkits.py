@@ -267,7 +267,7 @@ def _in_triton_module(path: str) -> bool:
     return len(parts) >= 5 and parts[-5:-1] == ("triton", "backends", "nvidia", "bin")
 
 
-def mark_triton(entries: list[Ptxas], ctx: Context) -> None:
+def mark_triton(entries: list[Ptxas]) -> None:
     """Put used_by "triton" on the ptxas Triton runs for sm_121a (see TRITON_ENV_VARS)."""
     bundled = [e for e in entries if "triton" in e.sources and any(_in_triton_module(p) for p in e.paths)]
     if not bundled:
@@ -324,10 +324,8 @@ def run(ctx: Context) -> dict[str, object]:
         with ThreadPoolExecutor(max_workers=min(8, len(entries)), thread_name_prefix="ptxas") as pool:
             list(pool.map(lambda e: _fill(e, cache), entries))
     cache.save()
-    mark_triton(entries, ctx)
-    facts = [e.as_fact() for e in entries]
-    ctx.scratch["ptxas"] = facts
-    return {"toolkits": facts}
+    mark_triton(entries)
+    return {"toolkits": [e.as_fact() for e in entries]}
 
 
 COLLECTOR = Collector("toolkits", run, needs=("target",), timeout=15)

@@ -41,7 +41,6 @@ from sparkdoctor.kernels.probes import load_probes
 from sparkdoctor.targets.interface import Target
 
 LIST_TIMEOUT = 20.0
-COMPILE_TIMEOUT = 20.0
 SEP = "@@sparkdoctor@@"
 
 # argv after `sh -c SCRIPT sh`: candidate "path|source|package|version|envvar" records. Prints, for
@@ -155,10 +154,8 @@ def run(ctx: Context) -> dict[str, object]:
     if not res.ok:
         raise CollectorError(f"listing ptxas in container {getattr(target, 'name', '?')}: {res.describe_failure()}")
     entries = parse_listing(res.stdout)
-    mark_triton(entries, ctx)
-    facts = [{**e.as_fact(), "where": "container"} for e in entries]
-    ctx.scratch["ptxas"] = facts
-    return {"toolkits": facts}
+    mark_triton(entries)
+    return {"toolkits": [{**e.as_fact(), "where": "container"} for e in entries]}
 
 
 COLLECTOR = Collector("toolkits", run, needs=("target",), timeout=LIST_TIMEOUT + 5)

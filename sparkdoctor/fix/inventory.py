@@ -1,5 +1,5 @@
 """What the target has: every distribution, the files its RECORD lists, where it came from, and
-whether the target is a venv, a uv venv, has pip and can be written.
+whether the target is a venv, has pip and can be written.
 
 Read by target_dists.py under the target's own interpreter (through the Target protocol), so the
 sparkdoctor process never imports what it changes. Also: which dists count as "not from the
@@ -95,7 +95,6 @@ class Dist:
 class Inventory:
     python: str
     is_venv: bool
-    uv: bool
     has_pip: bool
     writable: bool
     purelib: str
@@ -137,7 +136,7 @@ def read(target: Target, hash_names: list[str] | tuple[str, ...] = (), before_ch
             outside_env=raw.get("outside_env") is True, no_record=raw.get("no_record") is True,
         )
     return Inventory(
-        python=str(data.get("python")), is_venv=bool(data.get("is_venv")), uv=bool(data.get("uv")),
+        python=str(data.get("python")), is_venv=bool(data.get("is_venv")),
         has_pip=bool(data.get("has_pip")), writable=bool(data.get("writable")), purelib=str(data.get("purelib")),
         version=str(data.get("version")), dists=dists, read_only=bool(data.get("read_only")),
         externally_managed=bool(data.get("externally_managed")), prefix=str(data.get("prefix") or ""),

@@ -326,14 +326,14 @@ def history() -> list[Journal]:
     return out
 
 
-def prune(keep: int | None, older_than_s: float | None, now: float | None = None,
-          lock_for: Callable[[Mapping[str, object]], tuple[str, str]] | None = None) -> tuple[list[Journal], list[Journal]]:
+def prune(keep: int | None, older_than_s: float | None,
+          lock_for: Callable[[Mapping[str, object]], tuple[str, str]]) -> tuple[list[Journal], list[Journal]]:
     """Remove settled journals beyond the newest `keep` and/or older than `older_than_s` seconds;
     (removed, kept because unsettled). A journal of an apply or rollback that did not finish, or a
     damaged one after its apply started, is never removed: it is what settles the target. Nor is one whose target's
     lock (`lock_for(its target record)`) another fix or rollback holds: a journal an apply has just written reads as
     "planned" until the apply marks it, and an applied one as "applied" until a rollback running marks it."""
-    now = time.time() if now is None else now
+    now = time.time()
     removed, spared = [], []
     for i, j in enumerate(history()):
         old = older_than_s is not None and now - _created(j) > older_than_s
@@ -345,7 +345,7 @@ def prune(keep: int | None, older_than_s: float | None, now: float | None = None
             continue
         target = j.data.get("target")
         try:
-            with target_lock(*lock_for(target)) if lock_for and isinstance(target, dict) else nullcontext():
+            with target_lock(*lock_for(target)) if isinstance(target, dict) else nullcontext():
                 if not j.settled():  # marked while the lock was taken
                     spared.append(j)
                     continue

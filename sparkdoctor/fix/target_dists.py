@@ -5,8 +5,8 @@
 `fix` needs more than `check` keeps: every file each distribution's RECORD lists (to copy them
 into the journal and compare them after a rollback), INSTALLER and direct_url.json (where each
 came from, so nothing is replaced from the wrong source), Requires-Dist (what the installed
-packages demand of a family being reinstalled), and whether the target is a venv, a uv venv, has
-pip, and can be written. With --hash NAME the RECORD hashes of NAME's files are checked too.
+packages demand of a family being reinstalled), and whether the target is a venv, has pip and
+can be written. With --hash NAME the RECORD hashes of NAME's files are checked too.
 Prints one JSON object on the last line of stdout. sparkdoctor starts it as the probes, with -S -B and
 -X sparkdoctor_site=FOLDER (sparkdoctor/targets/early.py, script_argv): no .pth import line or sitecustomize of the
 target runs, and probe_site.py from FOLDER (probes/shared/, or the container payload's shared/) rebuilds the import
@@ -120,7 +120,6 @@ def describe(dist, hash_names, folders):
         "name": name,
         "version": dist.version,
         "location": location,
-        "info_dir": str(info_dir) if info_dir else None,
         "installer": (read_text(dist, "INSTALLER") or "").strip() or None,
         "direct_url": direct,
         "requires": list(dist.requires or []),
@@ -230,7 +229,6 @@ def main(argv):
             dists[key] = {"name": name, "version": dist.version, "error": "%s: %s" % (type(exc).__name__, exc)}
     if hash_names:
         drop_overwritten(dists, rows_of)
-    cfg = pyvenv_cfg()
     out = {
         "python": sys.executable,
         "prefix": sys.prefix,
@@ -238,7 +236,6 @@ def main(argv):
         "userbase": sysconfig.get_config_var("userbase"),
         "is_venv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
         "externally_managed": externally_managed(sys.prefix != getattr(sys, "base_prefix", sys.prefix)),
-        "uv": bool(cfg and "uv" in cfg),
         "has_pip": pip_on_disk(dists.get("pip")),
         "purelib": purelib,
         "writable": os.access(purelib, os.W_OK),

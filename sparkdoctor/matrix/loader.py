@@ -137,7 +137,7 @@ def fix_hint(fix: str) -> str:
     return f"not a bundled fix: sparkdoctor fix --matrix MATRIX --fixes FOLDER, FOLDER holding {fix}.toml, shows the plan"
 
 
-def check_fixes(entries: list[Entry], files: dict[str, str], ids: set[str], bundled: bool, folder: Path | None = None) -> None:
+def check_fixes(entries: list[Entry], ids: set[str], bundled: bool, folder: Path | None = None) -> None:
     """Every `fix` names a fix file; in the bundled matrix also: action = "fix" names a fix, and no fix is unused."""
     for e in entries:
         if e.fix is not None and e.fix not in ids:
@@ -264,6 +264,6 @@ def _load(root: Path, fixes: Path | None, path_given: bool, strict_fixes: bool =
     if any(e.fix is not None or e.action == "fix" for e in entries):
         bundled = not path_given or (root.is_dir() and root.resolve() == locations.data_dir("matrix").resolve())
         if bundled or fixes is not None or strict_fixes:
-            check_fixes(entries, seen, fix_ids(fixes), bundled and fixes is None, fixes)
+            check_fixes(entries, fix_ids(fixes), bundled and fixes is None, fixes)
     check_bracketable(entries, tracking)
     return Matrix(entries, stacks, [str(f) for f in files], tracking)

@@ -132,12 +132,6 @@ def _tolerant_ok(norm: str) -> bool:
     return len(norm.replace("\x00p", "").replace("\x00n", "")) >= MIN_TOLERANT
 
 
-def match_line(line: str, entries: Iterable[Entry]) -> list[SymptomMatch]:
-    """The entries whose symptoms appear in one log line (exact first, then tolerant)."""
-    clean = strip_ansi(line).strip()
-    return [SymptomMatch(entry, symptom, how, 1, clean) for entry, symptom, how in line_hits(line, entries)]
-
-
 def line_hits(line: str, entries: Iterable[E]) -> list[tuple[E, str, str]]:
     """(entry, symptom, "exact" | "tolerant") for each entry whose symptom appears in one log line; one per entry.
 

@@ -83,8 +83,7 @@ class RangeFile(io.RawIOBase):
             return held
         self.prefetch(start, max(end, min(self.size, start + READAHEAD)))
         held = self._held(start, end)
-        if held is None:  # pragma: no cover - prefetch stores exactly this span
-            raise RemoteError(f"{self.url}: bytes {start}-{end} could not be read")
+        assert held is not None, "prefetch holds [start, end): get_range answers exactly the bytes asked for, or raises"
         return held
 
     def prefetch(self, start: int, end: int) -> None:

@@ -17,18 +17,15 @@ from sparkdoctor.targets import early
 from sparkdoctor.targets.local import Target, Wrapped, probe_entry
 
 PROBE = early.TARGET
-HASH_BUDGET = early.HASH_BUDGET
 
 
 @dataclass
 class Prestarted:
-    """A probe already running for `python`, with or without the hash cache; `capabilities`: its answer
+    """A target probe already running, and the warning its arguments came with; `capabilities`: its answer
     carries the capabilities probe's too (several collectors then read the one result)."""
 
     running: Running
     warning: str | None
-    python: str
-    use_cache: bool
     capabilities: bool = False
 
 
@@ -55,10 +52,6 @@ def _local(target: Target) -> bool:
     return target.describe().get("kind") == "python"
 
 
-def cache_file(cache_root: Path, python: str) -> Path:
-    return Path(early.hash_cache_file(str(cache_root), python))
-
-
 def probe_args(target: Target, cache_root: Path | None, use_cache: bool) -> tuple[list[str], str | None]:
     python = str(target.describe().get("python") or "")
     return early.target_probe_args(python, _root(cache_root), use_cache, _local(target))
@@ -79,4 +72,4 @@ def prestart(target: Target, cache_root: Path | None, use_cache: bool, capabilit
     if both:
         args = early.with_capabilities(args, python, _root(cache_root), use_cache)
     running = target.start_script(probe_entry(PROBE), args, env=probe_env(target, cache_root))
-    return Prestarted(Shared(running) if both else running, warning, python, use_cache, both)
+    return Prestarted(Shared(running) if both else running, warning, capabilities=both)

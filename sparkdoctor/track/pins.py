@@ -35,9 +35,6 @@ class Pin:
     requires: str  # canonical name of what it requires
     spec: str
 
-    def to_dict(self) -> dict[str, object]:
-        return {"package": self.package, "version": self.version, "extra": self.extra, "requires": self.requires, "spec": self.spec}
-
 
 def _extra_of(marker: Marker | None) -> str | None:
     text = str(marker) if marker else ""

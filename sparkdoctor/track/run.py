@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -328,4 +328,4 @@ def track(matrix: Matrix, reader: Reader, through: dict[str, str] | None = None,
         pins += [m for m in more if m not in pins]
         pin_errors += errors
     return TrackResult(packages, entries, untracked, proposals, reader.platform, reader.python, matrix.source,
-                       pins=[p.to_dict() for p in pins], pin_conflicts=conflicts(pins, newest), pin_errors=pin_errors)
+                       pins=[asdict(p) for p in pins], pin_conflicts=conflicts(pins, newest), pin_errors=pin_errors)

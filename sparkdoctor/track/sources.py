@@ -119,8 +119,6 @@ def from_tarball(data: bytes, label: str) -> dict[str, bytes]:
                     raise UpdateError(f"{label}: {m.name} is {m.size} bytes, over {MAX_FILE}")
                 fh = tar.extractfile(m)
                 files[name] = fh.read() if fh else b""
-    except UpdateError:
-        raise
     except (tarfile.TarError, EOFError, OSError, ValueError, lzma.LZMAError) as exc:
         raise UpdateError(f"{label}: not a readable tarball ({exc}); nothing changed") from None
     return files

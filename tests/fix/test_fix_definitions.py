@@ -100,11 +100,11 @@ def test_unused_fix_and_missing_fix_rules_of_the_bundled_matrix():
 
     entries = load().entries
     with pytest.raises(MatrixError, match="named by no matrix entry"):
-        check_fixes(entries, {}, {e.fix for e in entries if e.fix} | {"orphan-fix"}, bundled=True)
+        check_fixes(entries, {e.fix for e in entries if e.fix} | {"orphan-fix"}, bundled=True)
     bare = [e for e in entries if e.action == "fix"][0]
     bare.fix = None
     with pytest.raises(MatrixError, match=f"entry {bare.id}: field 'fix' is missing"):
-        check_fixes([bare], {}, set(), bundled=True)
+        check_fixes([bare], set(), bundled=True)
 
 
 # ---- a matrix written for `fix --matrix M --fixes F`, used by the verbs that only judge --------------------------

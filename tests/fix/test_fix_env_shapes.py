@@ -80,7 +80,7 @@ def test_fetching_the_journals_wheels_runs_no_package_code(tmp_path, wheels, mon
     (site / "sitecustomize.py").write_text(f"import os\nopen(os.path.join({str(markers)!r}, 'SC_%d' % os.getpid()), 'w').close()\n")
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
-    inventory = Inventory(python=str(python), is_venv=True, uv=False, has_pip=True, writable=True, purelib=str(site),
+    inventory = Inventory(python=str(python), is_venv=True, has_pip=True, writable=True, purelib=str(site),
                           version="{}.{}".format(*sys.version_info[:2]), dists={})
     dest = tmp_path / "dest"
     dest.mkdir()

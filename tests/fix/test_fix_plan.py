@@ -32,7 +32,7 @@ class FakeInstaller(Installer):
 
 
 def inventory(*dists: Dist, venv: bool = True, writable: bool = True) -> Inventory:
-    return Inventory("/v/bin/python", venv, False, True, writable, "/v/lib/site-packages", "3.11", {d.key: d for d in dists})
+    return Inventory("/v/bin/python", venv, True, writable, "/v/lib/site-packages", "3.11", {d.key: d for d in dists})
 
 
 def finding(ident: str, fix: str, probe: str | None = None):

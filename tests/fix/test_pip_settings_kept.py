@@ -139,7 +139,7 @@ def test_a_container_targets_pip_runs_with_only_the_kept_settings(tmp_path, whee
     monkeypatch.setenv("PIP_CONFIG_FILE", str(tmp_path / "pip.conf"))
     (tmp_path / "pip.conf").write_text("[install]\nupgrade = true\nrequirement = /nonexistent/requirements.txt\n")
     target = RecordedContainer(python)
-    inventory = Inventory(python=str(python), is_venv=True, uv=False, has_pip=True, writable=True, purelib=str(site),
+    inventory = Inventory(python=str(python), is_venv=True, has_pip=True, writable=True, purelib=str(site),
                           version="3", dists={})
     installer = for_target(target, inventory)  # type: ignore[arg-type]
 
