@@ -43,6 +43,10 @@ STACKS: dict[str, tuple[dict[str, str | None], str]] = {
     # its triton~=3.9.0, FlashInfer 0.7.4 (asks nvidia-cutlass-dsl>=4.8.0), cutlass-dsl 4.8.1
     "newest-2026-12-01": ({"torch": "2.15.0+cu130", "triton": "3.9.0", "vllm": "0.33.0", "flashinfer-python": "0.7.4",
                            "flashinfer-cubin": None, **{k: "4.8.1" for k in _CUTEDSL_48}}, "newest-2026-12-01"),
+    # the same on 2026-12-03: vLLM 0.34.0 (it pins torch==2.14.0, flashinfer-python==0.7.3 and nvidia-cutlass-dsl[cu13]==4.8.0,
+    # but the registry has no FlashInfer 0.7.3, so pip cannot install it as pinned: users put FlashInfer 0.7.4 beside it)
+    "newest-2026-12-03": ({"torch": "2.15.0+cu130", "triton": "3.9.0", "vllm": "0.34.0", "flashinfer-python": "0.7.4",
+                           "flashinfer-cubin": None, **{k: "4.8.1" for k in _CUTEDSL_48}}, "newest-2026-12-03"),
     # `pip install nvidia-cutlass-dsl[cu13]==4.8.1` next to torch, nothing else of the serving stack
     "cutlass-dsl-4.8.1": ({"torch": "2.14.0+cu130", "triton": "3.8.0", "vllm": None, "flashinfer-python": None, "flashinfer-cubin": None,
                            **{k: "4.8.1" for k in _CUTEDSL_48}}, "cutlass-dsl-4.8.1"),

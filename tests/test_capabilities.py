@@ -327,6 +327,44 @@ def test_vllm_clamped_estimate_and_no_mamba_assert(tmp_path):
     assert caps["vllm.mamba_align_assert"] == {"value": False, "evidence": "vllm/config/vllm.py:3 align mode without the block_size <= max_num_batched_tokens assert"}
 
 
+V2_ESTIMATE = """\
+    @torch.inference_mode()
+    def profile_cudagraph_memory(runner: "GPUModelRunner") -> int:
+        mem_samples: list[int] = []
+        try:
+            measured = int(runner.capture_model(profile_only=True))
+            full_estimate = _extrapolate_full_graph_memory(mem_samples, 4)
+            return {ret}
+        finally:
+            runner.cudagraph_manager = None
+    """
+
+
+@pytest.mark.parametrize(("ret", "value"), [("max(measured - sum(mem_samples) + full_estimate, 0)", True),
+                                            ("measured - sum(mem_samples) + full_estimate", None)])
+def test_vllm_0_34_runner_estimate_read_from_cudagraph_utils(tmp_path, ret, value):
+    """vLLM 0.34.0 removed gpu_model_runner.py; its one runner estimates in vllm/v1/worker/gpu/cudagraph_utils.py and
+    clamps at 0 (the released file's shape). An estimate whose clamp the rules do not see is unknown, never "unclamped"."""
+    site = vllm_site(tmp_path)
+    (site / "vllm/v1/worker/gpu_model_runner.py").unlink()
+    write(site, "vllm/v1/worker/gpu/cudagraph_utils.py", "import torch\n\n\n" + textwrap.dedent(V2_ESTIMATE).format(ret=ret))
+    cap = caps_of(site)["vllm.cg_estimate_clamped"]
+    assert cap["value"] is value
+    assert cap["evidence"].startswith("vllm/v1/worker/gpu/cudagraph_utils.py:" + ("10 estimate clamped at 0" if value else "5: "))
+
+
+def test_vllm_removed_variable_is_named_removed_and_has_no_default(tmp_path):
+    """vLLM 0.34.0 lists VLLM_MARLIN_INPUT_DTYPE in removed_environment_variables and raises at startup while it is set:
+    that is "removed", not the "unknown" of a variable a release merely stopped reading."""
+    envs = VLLM_ENVS.replace('    "VLLM_MARLIN_INPUT_DTYPE": env_with_choices(\n        "VLLM_MARLIN_INPUT_DTYPE", None, ["int8", "fp8"]\n    ),\n', "")
+    envs = 'removed_environment_variables: dict[str, str] = {\n    "VLLM_MARLIN_INPUT_DTYPE": (\n        "Marlin no longer supports 8-bit activations. "\n        "Use `--quantization humming`."\n    ),\n}\n\n' + textwrap.dedent(envs)
+    caps = caps_of(vllm_site(tmp_path, envs=envs), env={"VLLM_MARLIN_INPUT_DTYPE": "fp8"})
+    assert caps["vllm.env.VLLM_MARLIN_INPUT_DTYPE"] == {
+        "value": "removed",
+        "evidence": "vllm/envs.py:2 removed_environment_variables: Marlin no longer supports 8-bit activations. Use `--quantization humming`."}
+    assert "env_default.VLLM_MARLIN_INPUT_DTYPE" not in caps and caps["vllm.env.VLLM_NVFP4_GEMM_BACKEND"]["value"] == "deprecated"
+
+
 def test_vllm_layouts_not_recognised_are_unknown(tmp_path):
     site = vllm_site(tmp_path, linear=None, config=None, envs="environment_variables = make_table()\n", so=None)
     write(site, "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py", "# moved\n")

@@ -40,6 +40,10 @@ BOXES: list[tuple[str, str | None, int, tuple[str, ...], dict[str, str]]] = [
     ("newest-2026-12-01", None, 1, (), {}),
     ("newest-2026-12-01", "qwen3.6-35b-a3b-nvfp4", 1, GOOD_FLAGS, dict([CG_ESTIMATE, B12X_MOE])),
     ("newest-2026-12-01", "gpt-oss-120b", 2, GOOD_FLAGS, dict([CG_ESTIMATE])),
+    # vLLM 0.34.0 clamps its CUDA-graph estimate at 0 (vllm/v1/worker/gpu/cudagraph_utils.py): the estimate entry is silent
+    ("newest-2026-12-03", None, 1, (), {}),
+    ("newest-2026-12-03", "qwen3.6-35b-a3b-nvfp4", 1, GOOD_FLAGS, dict([B12X_MOE])),
+    ("newest-2026-12-03", "gpt-oss-120b", 2, GOOD_FLAGS, {}),
     ("vllm-0.33.0", "qwen3.6-35b-a3b-nvfp4", 1, GOOD_FLAGS, dict([CG_ESTIMATE, B12X_MOE])),
     ("vllm-0.33.0", "gpt-oss-120b", 1, GOOD_FLAGS, dict([CG_ESTIMATE])),
     ("vllm-0.32.0", "qwen3.6-35b-a3b-nvfp4", 1, GOOD_FLAGS, dict([CG_ESTIMATE, B12X_MOE])),
@@ -117,18 +121,18 @@ def test_check_says_how_fresh_its_knowledge_is_and_warns_on_a_newer_release(tmp_
     assert current.knowledge["tracked"]["vllm"] == MATRIX.tracking.tracked["vllm"] and current.knowledge["newer"] == []
     assert current.knowledge["tracked_on"] == MATRIX.tracking.tracked_on is not None
     later = healthy_box("vllm-0.33.0")
-    later.packages["vllm"] = {**later.packages["vllm"], "version": "0.34.0"}
+    later.packages["vllm"] = {**later.packages["vllm"], "version": "0.99.0"}
     report = build_report(later, MATRIX)
-    assert report.knowledge["newer"] == [{"package": "vllm", "installed": "0.34.0", "tracked": MATRIX.tracking.tracked["vllm"]}]
+    assert report.knowledge["newer"] == [{"package": "vllm", "installed": "0.99.0", "tracked": MATRIX.tracking.tracked["vllm"]}]
     from rich.console import Console
 
     console = Console(record=True, width=200)
     render_console(report, console)
     text = console.export_text()
     assert "tracked through" in text and f"vllm {MATRIX.tracking.tracked['vllm']}" in text
-    assert "warning: vllm 0.34.0 is newer than the matrix has tracked" in text
+    assert "warning: vllm 0.99.0 is newer than the matrix has tracked" in text
     snapshot = tmp_path / "facts.json"
     snapshot.write_text(json.dumps(later.to_dict()))
     out = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--facts", str(snapshot), "--format", "json"],
                          capture_output=True, text=True, timeout=120)
-    assert json.loads(out.stdout)["knowledge"]["newer"][0]["installed"] == "0.34.0"
+    assert json.loads(out.stdout)["knowledge"]["newer"][0]["installed"] == "0.99.0"

@@ -166,6 +166,10 @@ CASES: dict[str, tuple[dict, dict]] = {
         dict(env={"VLLM_MARLIN_INPUT_DTYPE": "fp8"}),
         dict(env={"VLLM_MARLIN_INPUT_DTYPE": "int8"}),
     ),
+    "vllm-env-marlin-input-dtype-refused": (  # 0.34.0 raises at startup while it is set; 0.33.0 reads it
+        dict(env={"VLLM_MARLIN_INPUT_DTYPE": "int8"}, packages={"vllm": "0.34.0"}, capabilities={"vllm.env.VLLM_MARLIN_INPUT_DTYPE": "removed"}),
+        dict(env={"VLLM_MARLIN_INPUT_DTYPE": "int8"}, packages={"vllm": "0.33.0"}, capabilities={"vllm.env.VLLM_MARLIN_INPUT_DTYPE": "known"}),
+    ),
     "vllm-env-nvfp4-gemm-backend-deprecated": (
         dict(env={"VLLM_NVFP4_GEMM_BACKEND": "marlin"}, capabilities={"vllm.env.VLLM_NVFP4_GEMM_BACKEND": "deprecated"}),
         dict(env={"VLLM_NVFP4_GEMM_BACKEND": "marlin"}, capabilities={"vllm.env.VLLM_NVFP4_GEMM_BACKEND": "known"}),

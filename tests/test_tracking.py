@@ -537,6 +537,25 @@ def test_a_conflict_is_read_on_the_release_pinned_not_the_newest(tmp_path):
     assert conflict["with"] == "kern[b12x] 0.7.2.post1" and conflict["specs"] == "==4.8.0 against ==4.7.1"
 
 
+def test_a_pin_on_a_release_the_index_does_not_list_is_a_stack_pip_cannot_install(tmp_path):
+    """vLLM 0.34.0 pins flashinfer-python==0.7.3, which PyPI never listed (0.7.2.post1, then 0.7.4): `pip install
+    vllm==0.34.0` finds no distribution. That is said beside the conflicts, not only as a METADATA read error."""
+    wheels = tmp_path / "pins"
+    wheels.mkdir()
+    with Registry() as reg:
+        reg.add("eng", build_wheel(wheels, "eng", "1.0.0", {"eng/x.py": b""}, requires=("kern==0.7.3", "dsl==4.8.0")))
+        reg.add("kern", build_wheel(wheels, "kern", "0.7.4", {"kern/x.py": b""}, requires=('dsl>=4.8.0; extra == "b12x"',)))
+        reg.add("dsl", build_wheel(wheels, "dsl", "4.8.0", {"dsl/x.py": b""}))
+        folder = tmp_path / "m"
+        folder.mkdir()
+        (folder / "tracking.toml").write_text('component = "tracking"\n[tracked]\neng = "1.0.0"\nkern = "0.7.4"\ndsl = "4.8.0"\n')
+        result = track(load(folder), reader_for(reg, tmp_path))
+    [conflict] = result.pin_conflicts
+    assert conflict["release"] == "eng 1.0.0" and conflict["with"] == "kern 0.7.3" and conflict["specs"] == "==0.7.3 (not on the index)"
+    assert conflict["why"].endswith("pip cannot install eng==1.0.0")
+    assert [e.split(":")[0] for e in result.pin_errors] == ["kern 0.7.3"]
+
+
 @pytest.mark.parametrize(("pin", "conflict"), [("kern===0.7.2.post1", True), ("kern===0.7.2-evil", False)])
 def test_an_arbitrary_equality_pin_in_a_release_is_read_never_a_crash(tmp_path, pin, conflict):
     """A release's METADATA may pin with PEP 440's arbitrary equality (`===`, any string): its "version" was the text

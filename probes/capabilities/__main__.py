@@ -18,7 +18,7 @@ layout these rules do not recognise gives value None and evidence saying why (un
   vllm.cg_estimate_clamped        the CUDA-graph memory estimate cannot go negative
   vllm.mamba_align_assert         Mamba align mode asserts block_size <= max_num_batched_tokens
   vllm.cubin_archs                sm_ archs vLLM's _C*.so was built for (from the fatbin's ptxas lines)
-  vllm.env.NAME                   "known" | "deprecated" | "unknown" to the installed vLLM's envs.py
+  vllm.env.NAME                   "known" | "deprecated" | "removed" (refused while set) | "unknown" to the installed vLLM's envs.py
   env_default.NAME                the value the installed vLLM uses when NAME is unset (False: none)
   cutedsl.sm120_blockscaled_sm121a  the installed CuTe DSL's SM120 block-scaled MMA op admits sm_121a
 

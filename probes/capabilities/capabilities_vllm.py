@@ -33,6 +33,8 @@ V_MARLIN = "vllm/model_executor/layers/quantization/utils/marlin_utils.py"
 
 
 V_RUNNER = "vllm/v1/worker/gpu_model_runner.py"
+# the model runner that replaced it (0.34.0 removed gpu_model_runner.py): the estimate is a module-level function
+V_RUNNER_V2 = "vllm/v1/worker/gpu/cudagraph_utils.py"
 
 
 V_CONFIG = ("vllm/config/vllm.py", "vllm/config.py")
@@ -141,11 +143,30 @@ def vllm_marlin(files):
     return cap(None, "%s:%d: no fp8 branch in get_marlin_input_dtype" % (V_MARLIN, first))
 
 
-ESTIMATE_NAMES = {"first_capture", "shared_memory_estimate", "total_estimate", "decoder_estimate", "mem_samples"}
+ESTIMATE_NAMES = {"first_capture", "shared_memory_estimate", "total_estimate", "decoder_estimate", "mem_samples", "measured", "full_estimate"}
+
+
+def _clamp_in(func, path, first):
+    """The line where `func` clamps the estimate at 0 (max(estimate, 0) or a branch on a negative first capture)."""
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "max" and len(node.args) >= 2:
+            zero = any(const(a) == 0 for a in node.args)
+            if zero and any(ESTIMATE_NAMES & names_in(a) for a in node.args):
+                return cap(True, "%s:%d estimate clamped at 0" % (path, first + node.lineno - 1))
+        if isinstance(node, ast.If) and "first_capture" in names_in(node.test) and any(isinstance(op, (ast.Lt, ast.LtE)) for op in getattr(node.test, "ops", [])):
+            return cap(True, "%s:%d negative first capture handled" % (path, first + node.lineno - 1))
+    return None
 
 
 def vllm_cg_clamp(files):
-    text = files.text(V_RUNNER) or ""
+    text = files.text(V_RUNNER)
+    if text is None:  # 0.34.0 on: only the new runner, whose estimate lives in cudagraph_utils
+        src, first = find_block(files.text(V_RUNNER_V2) or "", r"^def profile_cudagraph_memory\b")
+        tree = parse(src) if src else None
+        if tree is None:
+            return cap(None, "no profile_cudagraph_memory in %s or %s: no CUDA-graph memory estimate recognised" % (V_RUNNER, V_RUNNER_V2))
+        found = _clamp_in(tree.body[0], V_RUNNER_V2, first)
+        return found or cap(None, "%s:%d: profile_cudagraph_memory clamps nothing recognisable: layout not recognised" % (V_RUNNER_V2, first))
     src, first = find_block(text, r"^\s+def profile_cudagraph_memory\b")
     tree = parse(src) if src else None
     if tree is None:
@@ -158,14 +179,8 @@ def vllm_cg_clamp(files):
             break
     if assign is None:
         return cap(None, "%s:%d: profile_cudagraph_memory has no first_capture: layout not recognised" % (V_RUNNER, first))
-    for node in ast.walk(func):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "max" and len(node.args) >= 2:
-            zero = any(const(a) == 0 for a in node.args)
-            if zero and any(ESTIMATE_NAMES & names_in(a) for a in node.args):
-                return cap(True, "%s:%d estimate clamped at 0" % (V_RUNNER, first + node.lineno - 1))
-        if isinstance(node, ast.If) and "first_capture" in names_in(node.test) and any(isinstance(op, (ast.Lt, ast.LtE)) for op in getattr(node.test, "ops", [])):
-            return cap(True, "%s:%d negative first capture handled" % (V_RUNNER, first + node.lineno - 1))
-    return cap(False, "%s:%d first_capture = free-memory difference, not clamped (can be negative)" % (V_RUNNER, first + assign.lineno - 1))
+    return _clamp_in(func, V_RUNNER, first) or cap(
+        False, "%s:%d first_capture = free-memory difference, not clamped (can be negative)" % (V_RUNNER, first + assign.lineno - 1))
 
 
 def vllm_mamba(files):
@@ -256,7 +271,24 @@ def vllm_env_table(files):
             table[name] = ["deprecated", line, note, default]
         else:
             table[name] = ["known", line, "", default]
+    table.update(_removed_envs(text))
     return table
+
+
+def _removed_envs(text):
+    """{NAME: ["removed", line, hint, False]} from envs.py's removed_environment_variables (0.34.0 on): vLLM
+    refuses to start while one of them is set, where an unknown name only draws a warning."""
+    src, first = find_block(text, r"^removed_environment_variables\b")
+    tree = parse(src) if src else None
+    value = getattr(tree.body[0], "value", None) if tree is not None else None
+    if not isinstance(value, ast.Dict):
+        return {}
+    out = {}
+    for k, v in zip(value.keys, value.values):
+        name, hint = (const(k) if k is not None else None), const(v)
+        if isinstance(name, str):
+            out[name] = ["removed", first + k.lineno - 1, hint if isinstance(hint, str) else "", NO_DEFAULT]
+    return out
 
 
 NO_DEFAULT = False  # the variable has no default: unset means unset

@@ -15,6 +15,8 @@ def vllm_env_defaults(table):
     var's value read it when the variable is not set, so entries never copy a release's default."""
     out = {}
     for name, row in sorted((table or {}).items()):
+        if row[0] == "removed":  # not read any more: it has no default, and setting it stops vLLM
+            continue
         default = row[3] if len(row) > 3 else None
         if default is None:
             out["env_default." + name] = cap(None, "%s:%d: the default is not a literal" % (V_ENVS, row[1]))
@@ -35,6 +37,8 @@ def vllm_env_caps(table, names):
         row = table.get(name)
         if row is None:
             out[key] = cap("unknown", "%s: not in environment_variables" % V_ENVS)
+        elif row[0] == "removed":
+            out[key] = cap("removed", "%s:%d removed_environment_variables: %s" % (V_ENVS, row[1], row[2]))
         elif row[0] == "deprecated":
             out[key] = cap("deprecated", "%s:%d deprecated_env(%s)" % (V_ENVS, row[1], row[2]))
         else:

@@ -323,9 +323,17 @@ def track(matrix: Matrix, reader: Reader, through: dict[str, str] | None = None,
 
     newest = {row["package"]: max([row["tracked"], *row["releases"]], key=Version) for row in packages if not row.get("error")}
     pins, pin_errors = read_pins(reader, newest, set(tracking.tracked))
+    unreleased = []
     for pin in [p for p in pins if p.extra is None and pinned_release(p) and pinned_release(p) != newest.get(p.requires)]:
-        more, errors = read_pins(reader, {pin.requires: str(pinned_release(pin))}, set(tracking.tracked))  # the release it pins
+        pinned = str(pinned_release(pin))
+        more, errors = read_pins(reader, {pin.requires: pinned}, set(tracking.tracked))  # the release it pins
         pins += [m for m in more if m not in pins]
         pin_errors += errors
+        listed = {*reader.versions(pin.requires, True, yanked=True), *reader.versions(pin.requires, True, "sdist", yanked=True)}
+        if errors and pinned not in listed:  # pip finds nothing to install for the pin: the release cannot be installed
+            unreleased.append({"release": f"{pin.package} {pin.version}", "with": f"{pin.requires} {pinned}", "package": pin.requires,
+                               "specs": f"{pin.spec} (not on the index)",
+                               "why": f"{pin.package} {pin.version} pins {pin.requires}{pin.spec}, a release the index does not "
+                                      f"list: pip cannot install {pin.package}=={pin.version}"})
     return TrackResult(packages, entries, untracked, proposals, reader.platform, reader.python, matrix.source,
-                       pins=[asdict(p) for p in pins], pin_conflicts=conflicts(pins, newest), pin_errors=pin_errors)
+                       pins=[asdict(p) for p in pins], pin_conflicts=unreleased + conflicts(pins, newest), pin_errors=pin_errors)

@@ -31,13 +31,17 @@ STACKS = {
     "cutlass-dsl-4.8.1": {"nvidia-cutlass-dsl-libs-core": "4.8.1"},
     # the newest release of each on the registry on 2026-12-01 (vLLM 0.33.0 pins older FlashInfer and cutlass-dsl; a user upgrades them)
     "newest-2026-12-01": {"vllm": "0.33.0", "flashinfer-python": "0.7.4", "nvidia-cutlass-dsl-libs-core": "4.8.1"},
+    # the same on 2026-12-03: vLLM 0.34.0 pins flashinfer-python==0.7.3, which the registry does not have (pip cannot
+    # install vllm==0.34.0 as pinned), so its FlashInfer is the newest, 0.7.4, with cutlass-dsl 4.8.1
+    "newest-2026-12-03": {"vllm": "0.34.0", "flashinfer-python": "0.7.4", "nvidia-cutlass-dsl-libs-core": "4.8.1"},
     # sglang 0.5.23 pins flashinfer_python[cu13]==0.7.2 and nvidia-cutlass-dsl[cu13]==4.8.0; the probe reads no SGLang file
     "sglang-0.5.23": {"flashinfer-python": "0.7.2", "nvidia-cutlass-dsl-libs-core": "4.8.0"},
 }
 # what the probe opens beyond its named files: the module a linear-kernel table points to, the b12x kernels
 PREFIXES = {
     "vllm": ("vllm/__init__.py", "vllm/envs.py", "vllm/model_executor/kernels/linear/", "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py",
-             "vllm/model_executor/layers/quantization/utils/marlin_utils.py", "vllm/v1/worker/gpu_model_runner.py", "vllm/config/vllm.py"),
+             "vllm/model_executor/layers/quantization/utils/marlin_utils.py", "vllm/v1/worker/gpu_model_runner.py", "vllm/v1/worker/gpu/cudagraph_utils.py",
+             "vllm/config/vllm.py"),
     "flashinfer-python": ("flashinfer/__init__.py", "flashinfer/gemm/"),
     "nvidia-cutlass-dsl-libs-core": ("nvidia_cutlass_dsl/dsl_packages/cutlass/cute/nvgpu/warp/mma.py",),
 }
