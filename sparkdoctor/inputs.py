@@ -242,8 +242,7 @@ NUMBER_TOO_LONG = "has a number too long to read (more digits than Python reads 
 
 
 class NotJSON(ValueError):
-    """Text from outside sparkdoctor (a child's output, a server's or a node's answer, a file another program wrote) that
-    is no JSON; str() is one line: "is not valid JSON (why)", "is nested too deeply to read (...)" or NUMBER_TOO_LONG."""
+    """Text from outside (a child's output, a server's answer, another program's file) that is no JSON; str(): one line."""
 
 
 class NumberTooLong(NotJSON):
@@ -273,8 +272,7 @@ def json_answer(text: str | bytes, finite: bool = False) -> object:
 
 
 def json_lines(lines: Iterable[str]) -> tuple[list[object], bool]:
-    """The JSON values among `lines` (a child's output, a record a line), in order, passing over a line that holds none;
-    and whether one of those was JSON with a number too long to read."""
+    """The JSON values among `lines` (a record a line), in order, and whether a line passed over had a number too long."""
     values: list[object] = []
     too_long = False
     for line in lines:

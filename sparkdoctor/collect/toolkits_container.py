@@ -31,7 +31,7 @@ from sparkdoctor.collect.toolkits import (
     parse_gpu_names,
     parse_version,
 )
-from sparkdoctor.inputs import NotJSON, json_answer
+from sparkdoctor.inputs import NotJSON, NumberTooLong, json_answer
 from sparkdoctor.kernels import assemble, tools, verdict
 from sparkdoctor.kernels.assemble import Job
 from sparkdoctor.kernels.cache import Cache
@@ -174,13 +174,13 @@ def container_runner(target: Target):
                                  input=json.dumps(job))
         if not res.ok:
             return res, None
-        lines = res.stdout.strip().splitlines()
         try:
-            reply = json_answer(lines[-1]) if lines else None
+            reply = json_answer((res.stdout.strip().splitlines() or [""])[-1])
         except NotJSON as exc:
-            return proc.ProcResult(res.argv, 1, res.stdout, f"the compile helper's answer {exc}", res.seconds), None
+            reply = exc
         if not isinstance(reply, dict):
-            return proc.ProcResult(res.argv, 1, res.stdout, "the compile helper printed no JSON", res.seconds), None
+            said = f"the compile helper's answer {reply}" if isinstance(reply, NumberTooLong) else "the compile helper printed no JSON"
+            return proc.ProcResult(res.argv, 1, res.stdout, said, res.seconds), None
         if reply.get("rc") is None:
             return proc.ProcResult(res.argv, None, "", "", res.seconds, timed_out=True), None
         if reply.get("cubin"):

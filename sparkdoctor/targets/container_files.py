@@ -31,7 +31,7 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.errors import seconds_from_env
-from sparkdoctor.inputs import NotJSON, json_answer
+from sparkdoctor.inputs import NotJSON, NumberTooLong, json_answer
 from sparkdoctor.targets import fileops as ops
 from sparkdoctor.targets.container_reap import reaped
 from sparkdoctor.targets.files import FileError, LinkRefused
@@ -104,7 +104,7 @@ class ContainerFiles:
         try:
             return json_answer(res.stdout.strip().splitlines()[-1])  # type: ignore[return-value]
         except (NotJSON, IndexError) as exc:
-            said = f": its answer {exc}" if isinstance(exc, NotJSON) else " gave no answer"
+            said = f": its answer {exc}" if isinstance(exc, NumberTooLong) else " gave no answer"
             raise FileError(f"{self.where}: file operation {request.get('op')}{said}") from None
 
     def info(self, paths, with_hash=False):

@@ -115,8 +115,7 @@ def inspect_container(cli: list[str], name: str, run: Runner = _here) -> dict[st
 
 
 def inspected(stdout: str, what: str) -> dict[str, Any]:
-    """The one record a container CLI's `inspect` printed (a list of one, or the record); TargetError naming `what`
-    where there is none."""
+    """The one record a container CLI's `inspect` printed (or a list of it); TargetError naming `what` for none."""
     try:
         data = json_answer(stdout)
     except NotJSON as exc:
