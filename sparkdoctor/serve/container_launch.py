@@ -332,7 +332,8 @@ class ContainerServer:
     def _state(self) -> dict[str, Any]:
         res = _call(self.cli, ["container", "inspect", self.name])
         try:
-            return inspected(res.stdout, "").get("State") or {}
+            state = inspected(res.stdout, "").get("State")
+            return state if isinstance(state, dict) else {}
         except TargetError:
             return {}
 

@@ -180,7 +180,7 @@ def _sweep_container(doc: dict[str, object]) -> tuple[str | None, bool]:
     if not res.ok:
         return None, "no such" in (res.stderr + res.stdout).lower()
     try:
-        labels = (inspected(res.stdout, "").get("Config") or {}).get("Labels") or {}
+        labels = (inspected(res.stdout, "").get("Config") or {}).get("Labels") or {}  # type: ignore[attr-defined]
     except (TargetError, AttributeError):
         return None, False
     if labels.get("sparkdoctor.owner") != label:

@@ -114,7 +114,7 @@ def inspect_container(cli: list[str], name: str, run: Runner = _here) -> dict[st
     return record
 
 
-def inspected(stdout: str, what: str) -> dict[str, Any]:
+def inspected(stdout: str, what: str) -> dict[str, object]:
     """The one record a container CLI's `inspect` printed (or a list of it); TargetError naming `what` for none."""
     try:
         data = json_answer(stdout)
@@ -131,7 +131,8 @@ def image_facts(cli: list[str], image_id: str, run: Runner = _here) -> dict[str,
     what = f"image {image_id[:19]}"  # the id a node's CLI named: never an option
     record = inspected(_ask(cli, ["image", "inspect", "--", image_id], what, run), what)
     platform = "/".join(str(p) for p in (record.get("Os"), record.get("Architecture"), record.get("Variant")) if p)
-    layers = list(((record.get("RootFS") or {}).get("Layers")) or [])
+    rootfs = record.get("RootFS")
+    layers = list((rootfs.get("Layers") if isinstance(rootfs, dict) else None) or [])
     config = str(record.get("Id") or image_id)
     if not config.startswith("sha256:"):
         config = f"sha256:{config}"  # podman prints the bare hex
@@ -140,7 +141,7 @@ def image_facts(cli: list[str], image_id: str, run: Runner = _here) -> dict[str,
         "platform": platform,
         "layers": layers,
         "config_digest": config,
-        "repo_digests": list(record.get("RepoDigests") or []),
+        "repo_digests": list(digests) if isinstance(digests := record.get("RepoDigests"), list) else [],
         "fingerprint": hashlib.sha256(material.encode()).hexdigest()[:16],
     }
 
