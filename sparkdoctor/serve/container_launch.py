@@ -332,8 +332,7 @@ class ContainerServer:
     def _state(self) -> dict[str, Any]:
         res = _call(self.cli, ["container", "inspect", self.name])
         try:
-            state = inspected(res.stdout, "").get("State")
-            return state if isinstance(state, dict) else {}
+            return state if isinstance(state := inspected(res.stdout, "").get("State"), dict) else {}
         except TargetError:
             return {}
 

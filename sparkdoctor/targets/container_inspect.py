@@ -131,8 +131,7 @@ def image_facts(cli: list[str], image_id: str, run: Runner = _here) -> dict[str,
     what = f"image {image_id[:19]}"  # the id a node's CLI named: never an option
     record = inspected(_ask(cli, ["image", "inspect", "--", image_id], what, run), what)
     platform = "/".join(str(p) for p in (record.get("Os"), record.get("Architecture"), record.get("Variant")) if p)
-    rootfs = record.get("RootFS")
-    layers = list((rootfs.get("Layers") if isinstance(rootfs, dict) else None) or [])
+    layers = list((rootfs.get("Layers") if isinstance(rootfs := record.get("RootFS"), dict) else None) or [])
     config = str(record.get("Id") or image_id)
     if not config.startswith("sha256:"):
         config = f"sha256:{config}"  # podman prints the bare hex
