@@ -30,6 +30,7 @@ import re
 import select
 import stat
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -240,14 +241,43 @@ def _finite_float(text: str) -> float:
 NUMBER_TOO_LONG = "has a number too long to read (more digits than Python reads as an integer)"
 
 
-def number_too_long(exc: BaseException) -> bool:
-    """Whether json.loads failed on an integer of more digits than int() reads (sys.get_int_max_str_digits, 4,300 by
-    default): a plain ValueError, not a JSONDecodeError, so a reader that took every ValueError for "not JSON" said
-    the text held no JSON, and one that caught JSONDecodeError alone stopped on it."""
-    return type(exc) is ValueError and "integer string conversion" in str(exc)
+class NotJSON(ValueError):
+    """Text from outside (a child's output, a server's answer, another program's file) that is no JSON; str(): one line."""
+
+
+class NumberTooLong(NotJSON):
+    """JSON with an integer of more digits than int() reads (sys.get_int_max_str_digits, 4,300 by default)."""
 
 
 def loads_finite(text: str | bytes) -> object:
     """json.loads that raises NonFinite on NaN, Infinity and 1e999: what sparkdoctor reads, it may write again
     as `--format json`, which is strict."""
     return json.loads(text, parse_constant=_non_finite, parse_float=_finite_float)
+
+
+def json_answer(text: str | bytes, finite: bool = False) -> object:
+    """The JSON value of untrusted `text` (bounded where it was read); NotJSON, one line, where it is none: not JSON, an
+    integer past int()'s digits (json.loads' plain ValueError, once taken for "not JSON" or let out as a traceback) or
+    nesting too deep. With `finite`, NonFinite on NaN, Infinity and 1e999 (loads_finite)."""
+    try:
+        return loads_finite(text) if finite else json.loads(text)
+    except NonFinite:
+        raise
+    except RecursionError:  # arrays in arrays thousands deep
+        raise NotJSON("is nested too deeply to read (arrays or objects inside each other thousands deep)") from None
+    except ValueError as exc:
+        if type(exc) is ValueError and "integer string conversion" in str(exc):  # a plain ValueError, no JSONDecodeError
+            raise NumberTooLong(NUMBER_TOO_LONG) from None
+        raise NotJSON(f"is not valid JSON ({' '.join(str(exc).split())[:120]})") from None
+
+
+def json_lines(lines: Iterable[str]) -> tuple[list[object], bool]:
+    """The JSON values among `lines` (a record a line), in order, and whether a line passed over had a number too long."""
+    values: list[object] = []
+    too_long = False
+    for line in lines:
+        try:
+            values.append(json_answer(line))
+        except NotJSON as exc:
+            too_long = too_long or isinstance(exc, NumberTooLong)
+    return values, too_long

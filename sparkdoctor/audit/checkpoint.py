@@ -8,15 +8,13 @@ read: `Checkpoint.bytes_read` is the sum over shards, and the benchmark and test
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.audit.safetensors import TensorInfo, read_header
-from sparkdoctor.inputs import kernel_file, read_text
-from sparkdoctor.text import one_line
+from sparkdoctor.inputs import NotJSON, json_answer, kernel_file, read_text
 
 INDEX = "model.safetensors.index.json"
 
@@ -46,11 +44,9 @@ def read_json(path: Path, required: bool = True) -> dict[str, Any] | None:
     except (OSError, UnicodeDecodeError) as exc:
         raise AuditError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     try:
-        doc = json.loads(text)
-    except ValueError as exc:  # also a number of over 4,300 digits
-        raise AuditError(f"{path}: not valid JSON: {one_line(str(exc))[:200]}") from None
-    except RecursionError:
-        raise AuditError(f"{path}: nested too deeply to read (arrays or objects inside each other thousands deep)") from None
+        doc = json_answer(text)
+    except NotJSON as exc:  # "config.json: not valid JSON (...)", "... has a number too long ...", "... nested too deeply ..."
+        raise AuditError(f"{path}: {str(exc).removeprefix('is ')}") from None
     if not isinstance(doc, dict):
         raise AuditError(f"{path}: not a JSON object")
     return doc

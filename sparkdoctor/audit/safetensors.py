@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from sparkdoctor.audit.errors import AuditError
 from sparkdoctor.errors import InputError
-from sparkdoctor.inputs import kernel_file, open_regular
+from sparkdoctor.inputs import NotJSON, json_answer, kernel_file, open_regular
 
 MAX_HEADER = 100_000_000  # the safetensors crate's MAX_HEADER_SIZE
 
@@ -148,7 +148,7 @@ def _parse(raw: bytes, where: str) -> tuple[dict[str, TensorInfo], dict[str, str
         raise AuditError(f"{where}: the header does not start with '{{': not a safetensors file")
     try:
         text = raw.decode("utf-8")
-        doc = json.loads(text)
+        doc = json_answer(text)
         # A repeated key is silently dropped by json.loads: every tensor entry spells "data_offsets" once
         # (a name holding those characters is escaped and cannot match), so fewer entries than spellings
         # means a duplicate; only then parse again, slowly, to name it.
@@ -159,8 +159,8 @@ def _parse(raw: bytes, where: str) -> tuple[dict[str, TensorInfo], dict[str, str
         raise AuditError(f"{where}: the header names {exc.key!r} twice") from None
     except UnicodeDecodeError as exc:
         raise AuditError(f"{where}: the header is not UTF-8 (byte {exc.start})") from None
-    except (ValueError, RecursionError) as exc:
-        raise AuditError(f"{where}: the header is not valid JSON: {str(exc)[:120]}") from None
+    except NotJSON as exc:
+        raise AuditError(f"{where}: the header {exc}") from None
     if not isinstance(doc, dict):
         raise AuditError(f"{where}: the header is JSON but not an object")
     metadata = doc.pop("__metadata__", None) or {}

@@ -128,11 +128,11 @@ def read(path: Path) -> dict[str, object]:
     except OSError as exc:
         raise bad(exc.strerror or str(exc)) from None
     try:
-        cell = json.loads(text)
-    except (ValueError, RecursionError) as exc:
+        cell = inputs.json_answer(text)
+    except inputs.NotJSON as exc:
         cell = _sparkrun_yaml(path, text, bad)
         if cell is None:
-            raise bad(f"not JSON ({str(exc)[:120]})") from None
+            raise bad(str(exc).removeprefix("is ")) from None  # "not valid JSON (...)", "has a number too long ..."
     cell = _imported(cell, path, bad)
     if not isinstance(cell, dict) or cell.get("cell") != CELL:
         raise bad(f"not a bench cell (no \"cell\": {CELL!r}; write one with `bench --export FILE`), nor a "

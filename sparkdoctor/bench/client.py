@@ -23,13 +23,13 @@ The reading stops at `data: [DONE]`: what a server sends after it is not waited 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparkdoctor.bench.http import HttpError, post_lines
+from sparkdoctor.inputs import NotJSON, NumberTooLong, json_answer
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 STREAM_BASE_S = 120.0
@@ -169,9 +169,9 @@ def _account(sample: Sample, api: str, events: list[tuple[float, bytes]], t0: fl
     last_text_at: float | None = None
     for at, data in events:
         try:
-            event = json.loads(data)
-        except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
-            sample.error = f"the stream carried a line that is not JSON: {data[:80]!r}"
+            event = json_answer(data)
+        except NotJSON as exc:
+            sample.error = f"the stream carried a line that {exc if isinstance(exc, NumberTooLong) else f'is not JSON: {data[:80]!r}'}"
             return sample
         if not isinstance(event, dict):
             continue

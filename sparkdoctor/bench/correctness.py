@@ -27,7 +27,6 @@ prompts are all such is `indecisive`, never `correct`. A difference the scores d
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -41,6 +40,7 @@ from sparkdoctor.bench.answers import floats, read
 from sparkdoctor.bench.http import HttpError, post_json, run
 from sparkdoctor.bench.references import Answer
 from sparkdoctor.errors import seconds_from_env
+from sparkdoctor.inputs import NotJSON, json_answer
 
 __all__ = ["Answer"]  # the stored unit of an answer lives with the storage (bench/references.py); judged here
 
@@ -101,9 +101,9 @@ def parse(status: int, body: bytes) -> dict[str, object]:
     if status != 200:
         raise HttpError(f"POST /v1/completions answered HTTP {status}: {body[:300].decode('utf-8', 'replace').strip()}")
     try:
-        doc = json.loads(body.decode("utf-8", "replace"))
-    except RecursionError:
-        raise ValueError("the answer is JSON nested too deep to read") from None
+        doc = json_answer(body.decode("utf-8", "replace"))
+    except NotJSON as exc:
+        raise ValueError(f"the answer {exc}") from None
     if not isinstance(doc, dict):
         raise ValueError("the answer is not a JSON object")
     return doc

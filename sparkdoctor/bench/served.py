@@ -28,6 +28,7 @@ from typing import TypedDict
 
 from sparkdoctor.bench.http import HttpError, get, run
 from sparkdoctor.bench.prometheus import parse
+from sparkdoctor.inputs import NotJSON, NumberTooLong, json_answer
 
 MAX_TEXT = 16_384  # one string kept from a server's answer (vLLM's engine configuration line is about 2 KB)
 TIMEOUT = 5.0
@@ -69,13 +70,14 @@ async def _get(url: str, path: str, timeout: float = TIMEOUT) -> tuple[int, byte
         return None
 
 
-def _json(answer: tuple[int, bytes] | None) -> object:
-    if answer is None or answer[0] != 200:
+def _json(reply: tuple[int, bytes] | None) -> object:
+    """The JSON of a 200 answer; None for none, the NotJSON (said where it is a number too long) for one no JSON."""
+    if reply is None or reply[0] != 200:
         return None
     try:
-        return json.loads(answer[1].decode("utf-8", "replace"))
-    except (ValueError, RecursionError):
-        return None
+        return json_answer(reply[1].decode("utf-8", "replace"))
+    except NotJSON as exc:
+        return exc
 
 
 def _model_entry(doc: object, model: str) -> dict[str, str | int] | None:
@@ -165,11 +167,12 @@ def read(url: str, model: str, version: str | None, vllm: bool) -> Served:
     revision = _revision(engine, root if isinstance(root, str) else None)
     unknown = []
     if entry is None:
-        unknown.append(f"the model's entry: /v1/models does not list {model!r}")
+        unknown.append(f"the model's entry: /v1/models {f'answer {models}' if isinstance(models, NumberTooLong) else f'does not list {model!r}'}")
     if engine is None and not vllm:
         unknown.append("the server's flags: it is not vLLM, which says them")
     elif engine is None:
-        how = ("it does not serve them (vLLM does at /server_info when started with VLLM_SERVER_DEV_MODE=1)"
+        how = (f"/server_info's answer {said}" if isinstance(said, NumberTooLong)
+               else "it does not serve them (vLLM does at /server_info when started with VLLM_SERVER_DEV_MODE=1)"
                if info is not None and info[0] == 404 else f"/server_info answered HTTP {info[0]}, not them"
                if info is not None else f"/server_info did not answer within {INFO_TIMEOUT:.0f} s")
         unknown.append(f"the server's engine arguments: {how}")

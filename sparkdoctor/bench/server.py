@@ -8,10 +8,10 @@ ignore_eos make other servers refuse the request).
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import dataclass, field
 
 from sparkdoctor.bench.http import HttpError, get
+from sparkdoctor.inputs import NotJSON, NumberTooLong, json_answer
 
 
 @dataclass
@@ -34,8 +34,8 @@ class ServerInfo:
 async def _json(url: str, path: str, timeout: float) -> object:
     try:
         status, body = await get(url, path, timeout)
-        return json.loads(body) if status == 200 else None
-    except (HttpError, ValueError, RecursionError):
+        return json_answer(body) if status == 200 else None
+    except (HttpError, NotJSON):
         return None
 
 
@@ -45,8 +45,10 @@ async def detect(url: str, timeout: float = 5.0) -> ServerInfo:
     models: list[str] = []
     if status == 200:
         try:
-            models = [m["id"] for m in json.loads(body).get("data", []) if isinstance(m, dict) and isinstance(m.get("id"), str)]
-        except (ValueError, AttributeError, TypeError, RecursionError):
+            models = [m["id"] for m in json_answer(body).get("data", []) if isinstance(m, dict) and isinstance(m.get("id"), str)]  # type: ignore[attr-defined]
+        except (ValueError, AttributeError, TypeError) as exc:
+            if isinstance(exc, NumberTooLong):  # no list of models to pick from: said, not "serves 0 models"
+                raise HttpError(f"GET /v1/models: its answer {exc}") from None
             models = []
     info = ServerInfo(kind="generic", models=models, detected_by="no /version, no vllm:* metrics")
     version = await _json(url, "/version", timeout)

@@ -18,14 +18,13 @@ decides the outcome (see the probe); only settled outcomes are kept, never a tim
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.arch import DEFAULT_ARCH
 from sparkdoctor.collect import Collector, Context
-from sparkdoctor.inputs import NUMBER_TOO_LONG, number_too_long
+from sparkdoctor.inputs import NUMBER_TOO_LONG, json_lines
 from sparkdoctor.targets.local import probe_entry
 from sparkdoctor.vocab import CUTEDSL_KERNELS
 
@@ -81,16 +80,8 @@ def shape(raw: dict[str, Any], arch: str, known_build: str | None) -> dict[str, 
 
 def interpret(kernel: str, arch: str, result: proc.ProcResult) -> dict[str, object]:
     """The probe's JSON for this kernel when it printed one; otherwise the way its process ended, as evidence."""
-    too_long = False
-    for line in reversed((result.stdout or "").splitlines()):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            data = json.loads(line)
-        except ValueError as exc:  # a number past int()'s digit limit is a ValueError, not a JSONDecodeError
-            too_long = too_long or number_too_long(exc)
-            continue
+    answers, too_long = json_lines(line for line in reversed((result.stdout or "").splitlines()) if line.strip().startswith("{"))
+    for data in answers:
         if isinstance(data, dict) and data.get("kernel") == kernel:
             return data
     tail = [x.strip() for x in (result.stderr or "").splitlines() if x.strip()]

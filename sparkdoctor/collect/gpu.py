@@ -14,7 +14,6 @@ works on their plain-data results.
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import threading
@@ -25,7 +24,7 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.arch import assumed
 from sparkdoctor.collect import Collector, CollectorError, Context
-from sparkdoctor.inputs import NUMBER_TOO_LONG, number_too_long
+from sparkdoctor.inputs import NUMBER_TOO_LONG, json_lines
 from sparkdoctor.targets import early
 
 SMI_TIMEOUT = 5.0
@@ -137,13 +136,8 @@ def stage_records(result: proc.ProcResult, stages: dict[str, str]) -> tuple[dict
     first of them that did not finish (None if all did, or if the process ended well)."""
     records: dict[str, dict[str, Any]] = {}
     started: list[str] = []
-    too_long = False
-    for line in result.stdout.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError as exc:  # a number past int()'s digit limit is a ValueError, not a JSONDecodeError
-            too_long = too_long or number_too_long(exc)
-            continue
+    answers, too_long = json_lines(result.stdout.splitlines())
+    for record in answers:
         if not isinstance(record, dict) or record.get("stage") not in stages:
             continue
         if record.get("start"):

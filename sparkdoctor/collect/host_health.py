@@ -16,7 +16,6 @@ not live and never judged. NVML is asked only on the real root (collect/gpu_heal
 from __future__ import annotations
 
 import functools
-import json
 import os
 import types
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 from sparkdoctor.collect import Collector, Context
 from sparkdoctor.collect.hostroot import host_root, is_live_root
+from sparkdoctor.inputs import NumberTooLong, json_answer
 from sparkdoctor.locations import shared_probe_module
 
 MAX_READ = 256 * 1024
@@ -171,11 +171,11 @@ def docker_runtime(root: Path) -> dict[str, object] | None:
                               "nvidia_runtime_binary": any((root / b).exists() for b in RUNTIME_BINARIES)}
     if text is not None and text.strip():
         try:
-            conf = json.loads(text)
-            out["runtimes"] = sorted(str(k) for k in (conf.get("runtimes") or {}))
-            out["default_runtime"] = conf.get("default-runtime") if isinstance(conf.get("default-runtime"), str) else None
-        except (ValueError, AttributeError):
-            out["error"] = "/etc/docker/daemon.json is not a JSON object"
+            conf = json_answer(text)
+            out["runtimes"] = sorted(str(k) for k in (conf.get("runtimes") or {}))  # type: ignore[attr-defined]
+            out["default_runtime"] = conf.get("default-runtime") if isinstance(conf.get("default-runtime"), str) else None  # type: ignore[attr-defined]
+        except (ValueError, AttributeError) as exc:
+            out["error"] = f"/etc/docker/daemon.json {exc if isinstance(exc, NumberTooLong) else 'is not a JSON object'}"
     for folder in CDI_DIRS:
         try:
             names = sorted(os.listdir(root / folder))

@@ -31,7 +31,7 @@ from sparkdoctor.collect.toolkits import (
     parse_gpu_names,
     parse_version,
 )
-from sparkdoctor.inputs import NUMBER_TOO_LONG, number_too_long
+from sparkdoctor.inputs import NotJSON, NumberTooLong, json_answer
 from sparkdoctor.kernels import assemble, tools, verdict
 from sparkdoctor.kernels.assemble import Job
 from sparkdoctor.kernels.cache import Cache
@@ -172,15 +172,17 @@ def container_runner(target: Target):
         if not res.ok:
             return res, None
         try:
-            answer = json.loads(res.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError) as exc:
-            said = f"the compile helper's answer {NUMBER_TOO_LONG}" if number_too_long(exc) else "the compile helper printed no JSON"
+            reply = json_answer((res.stdout.strip().splitlines() or [""])[-1])
+        except NotJSON as exc:
+            reply = exc
+        if not isinstance(reply, dict):
+            said = f"the compile helper's answer {reply}" if isinstance(reply, NumberTooLong) else "the compile helper printed no JSON"
             return proc.ProcResult(res.argv, 1, res.stdout, said, res.seconds), None
-        if answer.get("rc") is None:
+        if reply.get("rc") is None:
             return proc.ProcResult(res.argv, None, "", "", res.seconds, timed_out=True), None
-        if answer.get("cubin"):
-            cubin.write_bytes(base64.b64decode(answer["cubin"]))
-        done = proc.ProcResult([ptxas.path], answer["rc"], answer.get("stdout") or "", answer.get("stderr") or "", res.seconds)
+        if reply.get("cubin"):
+            cubin.write_bytes(base64.b64decode(reply["cubin"]))
+        done = proc.ProcResult([ptxas.path], reply["rc"], reply.get("stdout") or "", reply.get("stderr") or "", res.seconds)
         return done, cubin_problem(cubin, arch) if done.ok else None
 
     return run_ptxas

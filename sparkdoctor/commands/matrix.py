@@ -101,16 +101,14 @@ def run_validate(options: MatrixCommand, bounds_doc: Path | None = None, fixes: 
 
 def _bounds_document(path: Path) -> dict[str, Any]:
     """A `matrix verify --bounds --format json` document, read with a byte cap; one line when it is not one."""
-    import json
-
-    from sparkdoctor.inputs import read_text
+    from sparkdoctor.inputs import NotJSON, json_answer, read_text
 
     try:
-        doc = json.loads(read_text(path, 64 << 20))
+        doc = json_answer(read_text(path, 64 << 20))
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the bounds document: {exc.strerror or exc}") from None
-    except (ValueError, RecursionError) as exc:
-        raise UsageError(f"{path}: not a bounds document ({str(exc)[:120]})") from None
+    except ValueError as exc:  # UnicodeDecodeError too
+        raise UsageError(f"{path}: not a bounds document: {f'it {exc}' if isinstance(exc, NotJSON) else str(exc)[:120]}") from None
     if not isinstance(doc, dict) or doc.get("kind") != "bounds":
         raise UsageError(f"{path}: not a bounds document (kind must be \"bounds\", from `matrix verify --bounds --format json`)")
     from sparkdoctor.matrix.consistency import bounds_doc_problem

@@ -12,7 +12,6 @@ children (sparkdoctor.proc); a failure is a FixError with the installer's last l
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from sparkdoctor.fix.interface import (
 )
 from sparkdoctor.fix.inventory import Inventory
 from sparkdoctor.fix.pip_settings import keep_argument
+from sparkdoctor.inputs import json_answer
 from sparkdoctor.targets.early import (
     OLD_PIP,
     PIP_NO_SITE,
@@ -220,13 +220,13 @@ class PipInstaller(Installer):
                     args += extra
                 self._pip([*args, "--", *requirements], f"pip dry run of {' '.join(requirements)}", env, dry_run=True)
                 try:
-                    data = json.loads(self.files.read(report).decode("utf-8"))
+                    data = json_answer(self.files.read(report))
                 except (FileError, ValueError) as exc:
                     raise FixError(f"pip dry run wrote no readable report: {exc}") from None
         except FileError as exc:
             raise FixError(str(exc)) from None
         res = Resolution()
-        for item in data.get("install") or []:
+        for item in data.get("install") or []:  # type: ignore[attr-defined]
             meta = item.get("metadata") or {}
             res.installs[canonicalize_name(meta.get("name", "?"))] = str(meta.get("version", "?"))
         return res

@@ -5,7 +5,6 @@ running here, so check's own collectors (the target probe, the static capabiliti
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import threading
 import time
@@ -15,6 +14,7 @@ from typing import NoReturn
 from sparkdoctor import proc
 from sparkdoctor.fleet.bundle import bundle, multi_bundle, probe_of
 from sparkdoctor.fleet.transport import Node, Transport
+from sparkdoctor.inputs import NotJSON, json_answer
 from sparkdoctor.targets.local import TargetError
 from sparkdoctor.text import one_line
 
@@ -86,8 +86,8 @@ class _Batch:
 def _parts(stdout: str, count: int) -> tuple[list[dict[str, object]] | None, float | None]:
     lines = stdout.strip().splitlines()
     try:
-        data = json.loads(lines[-1]) if lines else None
-    except (ValueError, RecursionError):  # not JSON, or arrays in arrays thousands deep: each probe says so
+        data = json_answer(lines[-1]) if lines else None
+    except NotJSON:  # not JSON, a number too long, arrays in arrays thousands deep: each probe says so
         return None, None
     parts = data.get("sparkdoctor_multi") if isinstance(data, dict) else None
     if not isinstance(parts, list) or len(parts) != count or not all(isinstance(p, dict) for p in parts):

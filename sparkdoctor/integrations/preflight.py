@@ -16,13 +16,13 @@ because it would not start; the settings that fit are in the reason.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
 from dataclasses import asdict, dataclass, field
 
 from sparkdoctor import proc
+from sparkdoctor.inputs import NotJSON, NumberTooLong, json_answer
 from sparkdoctor.text import with_remedy
 
 SEVERITIES = ("info", "warn", "error")
@@ -141,11 +141,11 @@ def reasons_of(gate: Gate, done: proc.ProcResult, fail_on: str) -> list[str]:
     if done.returncode is None:
         return [f"{gate.name} could not judge: {done.describe_failure()}"]
     try:
-        doc = json.loads(done.stdout)
-    except ValueError:
-        doc = None
+        doc = json_answer(done.stdout)
+    except NotJSON as exc:
+        doc = exc
     if not isinstance(doc, dict):
-        return [f"{gate.name} could not judge: {done.describe_failure() if done.returncode else 'no JSON document'}"]
+        return [f"{gate.name} could not judge: {f'its answer {doc}' if isinstance(doc, NumberTooLong) else done.describe_failure() if done.returncode else 'no JSON document'}"]
     errors = [e for e in doc.get("errors") or [] if isinstance(e, dict)]
     if done.returncode not in (0, 1) or doc.get("kind") == "error":
         said = str(errors[0].get("message")) if errors else done.describe_failure()

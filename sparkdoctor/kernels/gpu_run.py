@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sparkdoctor import proc
 from sparkdoctor.arch import arch_cc, parse_arch
 from sparkdoctor.collector import Context
-from sparkdoctor.inputs import NUMBER_TOO_LONG, number_too_long
+from sparkdoctor.inputs import NotJSON, NumberTooLong, json_answer
 from sparkdoctor.kernels.assemble import Job
 from sparkdoctor.kernels.cache import Cache
 from sparkdoctor.kernels.probes import Probe, ProbeError
@@ -68,9 +68,9 @@ def _run_child(requests: Sequence[cuda_driver.Job]) -> list[cuda_driver.Ran]:
         failed = f"the GPU runner failed: {result.describe_failure()}"
     else:
         try:
-            reply = json.loads(result.stdout)
-        except ValueError as exc:
-            reply, failed = {}, f"the GPU runner's answer {NUMBER_TOO_LONG}" if number_too_long(exc) else "the GPU runner printed no JSON"
+            reply = json_answer(result.stdout)
+        except NotJSON as exc:
+            reply, failed = {}, f"the GPU runner's answer {exc}" if isinstance(exc, NumberTooLong) else "the GPU runner printed no JSON"
         if not isinstance(reply, dict) or not isinstance(reply.get("results", []), list):
             reply, failed = {}, "the GPU runner's reply is not what it writes"
         if not failed and reply.get("error"):

@@ -16,7 +16,6 @@ Unset flags take vLLM's own defaults and say so. Nothing here reads a weight or 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -30,6 +29,7 @@ from sparkdoctor.audit.fromrecipe import recipe_settings, vllm_int
 from sparkdoctor.audit.modelconfig import ModelShape, read_shape, served_bytes
 from sparkdoctor.audit.roofline import vllm_default_max_num_seqs
 from sparkdoctor.audit.served_model import model_facts
+from sparkdoctor.inputs import NotJSON, NumberTooLong, json_answer
 from sparkdoctor.recipes.model import Recipe, flag_value, vllm_spelling
 from sparkdoctor.recipes.vllm_config import serve_config, served_argv
 
@@ -340,9 +340,9 @@ def _speculative(recipe: Recipe, argv: list[str]) -> _Speculative:
     if raw is None:
         return _Speculative()
     try:
-        spec = json.loads(raw)
-    except ValueError:
-        raise NeedError(f"{recipe.source_path}: --speculative-config is not JSON: {raw[:80]!r}") from None
+        spec = json_answer(raw)
+    except NotJSON as exc:
+        raise NeedError(f"{recipe.source_path}: --speculative-config {exc if isinstance(exc, NumberTooLong) else f'is not JSON: {raw[:80]!r}'}") from None
     if not isinstance(spec, dict):
         raise NeedError(f"{recipe.source_path}: --speculative-config must be a JSON object")
     method, model = str(spec.get("method") or ""), spec.get("model")

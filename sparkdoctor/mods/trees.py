@@ -7,7 +7,6 @@ here ever writes to a target.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from typing import Any, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from sparkdoctor import proc
+from sparkdoctor import inputs, proc
 from sparkdoctor.inputs import TooBig, UnreadableInput, read_bytes
 from sparkdoctor.mods.model import ModError, Verdict
 from sparkdoctor.released import Reader, RemoteError
@@ -154,9 +153,9 @@ def venv_tree(python: str) -> SiteTree:
     if not result.ok:
         raise ModError(f"--python {python}: {result.describe_failure()}")
     try:
-        dirs = [Path(d) for d in dict.fromkeys(json.loads(result.stdout.strip().splitlines()[-1]))]
-    except (ValueError, IndexError, TypeError):
-        raise ModError(f"--python {python}: did not say where its site folder is") from None
+        dirs = [Path(d) for d in dict.fromkeys(inputs.json_answer(result.stdout.strip().splitlines()[-1]))]  # type: ignore[call-overload]
+    except (ValueError, IndexError, TypeError) as exc:
+        raise ModError(f"--python {python}: {f'its answer {exc}' if isinstance(exc, inputs.NumberTooLong) else 'did not say where its site folder is'}") from None
     return SiteTree(dirs, f"the environment of {python}")
 
 
@@ -179,9 +178,9 @@ class ContainerTree:
             if not result.ok:
                 raise ModError(f"{self.label}: {result.describe_failure()}: {(result.stderr or '').strip()[-200:]}")
             try:
-                self._dirs = [str(d) for d in dict.fromkeys(json.loads(result.stdout.strip().splitlines()[-1]))]
-            except (ValueError, IndexError, TypeError):
-                raise ModError(f"{self.label}: its interpreter did not say where its site folder is") from None
+                self._dirs = [str(d) for d in dict.fromkeys(inputs.json_answer(result.stdout.strip().splitlines()[-1]))]  # type: ignore[call-overload]
+            except (ValueError, IndexError, TypeError) as exc:
+                raise ModError(f"{self.label}: its interpreter {f'answered JSON that {exc}' if isinstance(exc, inputs.NumberTooLong) else 'did not say where its site folder is'}") from None
         return self._dirs
 
     def read(self, rel: str) -> bytes | None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from sparkdoctor.inputs import NumberTooLong, json_answer
 from sparkdoctor.released.http import Client, RemoteError, split_url
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
@@ -107,12 +107,13 @@ class Index:
             if "json" not in kind:
                 raise RemoteError(f"{page}: the index answered {kind or 'no content type'}, not the PEP 691 JSON form")
             try:
-                raw_files = json.loads(resp.body)["files"]
+                raw_files = json_answer(resp.body)["files"]  # type: ignore[index]
                 if not isinstance(raw_files, list):
                     raise TypeError
                 self._projects[name] = [f for f in (_file(raw, resp.url) for raw in raw_files if isinstance(raw, dict)) if f is not None]
-            except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
-                raise RemoteError(f"{page}: not a PEP 691 project page (no 'files' list of file objects)") from None
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                why = f"its answer {exc}" if isinstance(exc, NumberTooLong) else "not a PEP 691 project page (no 'files' list of file objects)"
+                raise RemoteError(f"{page}: {why}") from None
         return self._projects[name]
 
     def versions(self, project: str, prereleases: bool = False, dist: str = "wheel", yanked: bool = False) -> list[str]:

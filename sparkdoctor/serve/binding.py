@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import json
 import os
 import random
 import socket
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from sparkdoctor import proc
 from sparkdoctor.errors import BenchFailure
+from sparkdoctor.inputs import json_answer
 
 LOCALHOST = "127.0.0.1"
 
@@ -155,8 +155,8 @@ def wide_inside(exec_prefix: list[str], timeout: float = 10.0) -> list[tuple[str
         res = proc.run([*exec_prefix, python, "-S", "-c", HELD_INSIDE], timeout=timeout)
         if res.ok:
             try:
-                held = [(_address(str(a)), int(p)) for a, p in json.loads(res.stdout.strip().splitlines()[-1])]
-            except (ValueError, IndexError, TypeError):
+                held = [(_address(str(a)), int(p)) for a, p in json_answer(res.stdout.strip().splitlines()[-1])]  # type: ignore[attr-defined]
+            except (ValueError, IndexError, TypeError):  # NotJSON too: no list of sockets, nothing known of them
                 return None
             return sorted({(a, p) for a, p in held if not _loopback(a)})
     return None

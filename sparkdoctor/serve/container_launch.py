@@ -17,7 +17,6 @@ Every CLI call has a timeout (sparkdoctor.proc).
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import socket
@@ -30,13 +29,14 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.errors import BenchFailure
+from sparkdoctor.inputs import json_answer
 from sparkdoctor.recipes.model import Recipe
 from sparkdoctor.serve import binding, registry
 from sparkdoctor.serve.binding import LOCALHOST, rebind
 from sparkdoctor.serve.container_env import container_env, holds_model
 from sparkdoctor.serve.logpump import LogPump
 from sparkdoctor.serve.supervisor import start_time
-from sparkdoctor.targets.container_inspect import container_cli, image_facts
+from sparkdoctor.targets.container_inspect import container_cli, image_facts, inspected
 from sparkdoctor.targets.local import TargetError
 
 RUNTIME_ENV = "SPARKDOCTOR_CONTAINER_RUNTIME"  # docker | podman | a path; --runtime wins over it
@@ -174,11 +174,9 @@ def image_record(cli: list[str], image: str) -> dict[str, object]:
                                        f"{image}` (or build it), then run again")
         raise ContainerLaunchError(_fail(res, f"`{program} image inspect {image}`"))
     try:
-        data = json.loads(res.stdout)
-        record: dict[str, object] = data[0] if isinstance(data, list) else data
-        return record
-    except (ValueError, IndexError):
-        raise ContainerLaunchError(f"`{program} image inspect {image}` printed no record{other}") from None
+        return inspected(res.stdout, f"`{program} image inspect {image}`")
+    except TargetError as exc:
+        raise ContainerLaunchError(f"{exc}{other}") from None
 
 
 def named_by_sparkdoctor(name: str, run: str) -> bool:
@@ -197,7 +195,7 @@ def sweep_leftovers(cli: list[str]) -> list[str]:
         return []
     res = _call(cli, ["container", "inspect", *ids])
     try:
-        records = json.loads(res.stdout) if res.stdout.strip() else []
+        records = json_answer(res.stdout) if res.stdout.strip() else []
     except ValueError:
         return []
     removed = []
@@ -220,7 +218,7 @@ def host_gpu_setup(cli: list[str]) -> tuple[bool, list[str], bool]:
     if engine_of(cli) == "docker":
         res = _call(cli, ["info", "--format", "{{json .Runtimes}}"])
         try:
-            runtimes = sorted(json.loads(res.stdout)) if res.ok else []
+            runtimes = sorted(json_answer(res.stdout)) if res.ok else []  # type: ignore[call-overload]
         except (ValueError, TypeError):
             runtimes = []
     return True, runtimes, cdi
@@ -334,9 +332,8 @@ class ContainerServer:
     def _state(self) -> dict[str, Any]:
         res = _call(self.cli, ["container", "inspect", self.name])
         try:
-            data = json.loads(res.stdout)
-            return (data[0] if isinstance(data, list) else data).get("State") or {}
-        except (ValueError, IndexError, AttributeError):
+            return state if isinstance(state := inspected(res.stdout, "").get("State"), dict) else {}
+        except TargetError:
             return {}
 
     def exited(self) -> int | None:

@@ -35,7 +35,8 @@ from sparkdoctor.files import write_text
 from sparkdoctor.locations import state_dir
 from sparkdoctor.serve import supervisor
 from sparkdoctor.serve.supervisor import signal_pid, start_time, stat_of, token_of
-from sparkdoctor.targets.container_inspect import CLI_ENV, RUNTIME_ENV
+from sparkdoctor.targets.container_inspect import CLI_ENV, RUNTIME_ENV, inspected
+from sparkdoctor.targets.interface import TargetError
 
 SWEEP_GRACE_S = 5.0
 
@@ -179,9 +180,8 @@ def _sweep_container(doc: dict[str, object]) -> tuple[str | None, bool]:
     if not res.ok:
         return None, "no such" in (res.stderr + res.stdout).lower()
     try:
-        data = json.loads(res.stdout)
-        labels = ((data[0] if isinstance(data, list) else data).get("Config") or {}).get("Labels") or {}
-    except (ValueError, IndexError, AttributeError):
+        labels = (inspected(res.stdout, "").get("Config") or {}).get("Labels") or {}  # type: ignore[attr-defined]
+    except (TargetError, AttributeError):
         return None, False
     if labels.get("sparkdoctor.owner") != label:
         return None, True  # a container of that name that is not the one recorded: never ours to remove

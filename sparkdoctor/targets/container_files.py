@@ -31,7 +31,7 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.errors import seconds_from_env
-from sparkdoctor.inputs import NUMBER_TOO_LONG, number_too_long
+from sparkdoctor.inputs import NotJSON, NumberTooLong, json_answer
 from sparkdoctor.targets import fileops as ops
 from sparkdoctor.targets.container_reap import reaped
 from sparkdoctor.targets.files import FileError, LinkRefused
@@ -102,9 +102,9 @@ class ContainerFiles:
         if not res.ok:
             raise self._failed(res, f"file operation {request.get('op')}")
         try:
-            return json.loads(res.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError) as exc:
-            said = f": its answer {NUMBER_TOO_LONG}" if number_too_long(exc) else " gave no answer"
+            return json_answer(res.stdout.strip().splitlines()[-1])  # type: ignore[return-value]
+        except (NotJSON, IndexError) as exc:
+            said = f": its answer {exc}" if isinstance(exc, NumberTooLong) else " gave no answer"
             raise FileError(f"{self.where}: file operation {request.get('op')}{said}") from None
 
     def info(self, paths, with_hash=False):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
+from sparkdoctor.inputs import NotJSON, json_answer
 from sparkdoctor.locations import cache_dir, data_dir
 from sparkdoctor.targets.container import ContainerTarget
 from sparkdoctor.targets.local import TargetError
@@ -104,25 +105,33 @@ def inspect_container(cli: list[str], name: str, run: Runner = _here) -> dict[st
     what = f"--container {name}"
     stdout = _ask(cli, ["container", "inspect", "--", name], what, run, named=2,  # "--": a name is never an option
                   missing=f"no such container (see `{os.path.basename(cli[0])} ps -a`)")
-    try:
-        data = json.loads(stdout)
-        record = data[0] if isinstance(data, list) else data
-        state = record.get("State") or {}
-    except (ValueError, IndexError, AttributeError, TypeError):
-        raise TargetError(f"{what}: the container CLI printed no inspect record") from None
-    if not isinstance(record, dict) or not isinstance(state, dict):
+    record = inspected(stdout, what)
+    state = record.get("State") or {}
+    if not isinstance(state, dict):
         raise TargetError(f"{what}: the container CLI printed no inspect record")
     if not state.get("Running"):
         raise TargetError(f"{what}: the container is {state.get('Status') or 'not running'}; start it first (sparkdoctor probes a running container)")
     return record
 
 
+def inspected(stdout: str, what: str) -> dict[str, object]:
+    """The one record a container CLI's `inspect` printed (or a list of it); TargetError naming `what` for none."""
+    try:
+        data = json_answer(stdout)
+    except NotJSON as exc:
+        raise TargetError(f"{what}: the container CLI's inspect answer {exc}") from None
+    record = data[0] if isinstance(data, list) and data else data
+    if not isinstance(record, dict):
+        raise TargetError(f"{what}: the container CLI printed no inspect record")
+    return record
+
+
 def image_facts(cli: list[str], image_id: str, run: Runner = _here) -> dict[str, object]:
     """Platform, layer digests, config digest and the fingerprint over the three."""
-    data = json.loads(_ask(cli, ["image", "inspect", "--", image_id], f"image {image_id[:19]}", run))  # the id a node's CLI named: never an option
-    record = data[0] if isinstance(data, list) else data
+    what = f"image {image_id[:19]}"  # the id a node's CLI named: never an option
+    record = inspected(_ask(cli, ["image", "inspect", "--", image_id], what, run), what)
     platform = "/".join(str(p) for p in (record.get("Os"), record.get("Architecture"), record.get("Variant")) if p)
-    layers = list(((record.get("RootFS") or {}).get("Layers")) or [])
+    layers = list((rootfs.get("Layers") if isinstance(rootfs := record.get("RootFS"), dict) else None) or [])
     config = str(record.get("Id") or image_id)
     if not config.startswith("sha256:"):
         config = f"sha256:{config}"  # podman prints the bare hex
@@ -131,7 +140,7 @@ def image_facts(cli: list[str], image_id: str, run: Runner = _here) -> dict[str,
         "platform": platform,
         "layers": layers,
         "config_digest": config,
-        "repo_digests": list(record.get("RepoDigests") or []),
+        "repo_digests": list(digests) if isinstance(digests := record.get("RepoDigests"), list) else [],
         "fingerprint": hashlib.sha256(material.encode()).hexdigest()[:16],
     }
 

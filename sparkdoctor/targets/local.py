@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdoctor import proc
-from sparkdoctor.inputs import NUMBER_TOO_LONG, NonFinite, loads_finite, number_too_long
+from sparkdoctor.inputs import NonFinite, NotJSON, NumberTooLong, json_answer
 from sparkdoctor.locations import data_dir
 from sparkdoctor.targets.interface import FileTransport, Target, TargetError  # noqa: F401 (re-exported)
 
@@ -273,14 +273,12 @@ def parse_json_probe(target: Target, script: Path, result: proc.ProcResult) -> d
         raise TargetError(f"probe {name} in {target.describe().get('python')}: {result.describe_failure()}")
     lines = result.stdout.strip().splitlines()
     try:
-        data = loads_finite(lines[-1]) if lines else None
+        data = json_answer(lines[-1], finite=True) if lines else None
     except NonFinite as exc:  # NaN, Infinity, 1e999: no reading a report can carry (--format json is strict)
         raise TargetError(f"probe {name} printed JSON with a non-finite number: {exc}") from None
-    except ValueError as exc:
-        if number_too_long(exc):  # a number past int()'s digit limit: JSON, just not one a report can hold
-            raise TargetError(f"probe {name} printed JSON that {NUMBER_TOO_LONG}") from None
-        data = None
-    except RecursionError:  # arrays in arrays thousands deep
+    except NumberTooLong as exc:  # a number past int()'s digit limit: JSON, just not one a report can hold
+        raise TargetError(f"probe {name} printed JSON that {exc}") from None
+    except NotJSON:  # not JSON, or arrays in arrays thousands deep
         data = None
     if data is None:
         _refuse_not_python(target)  # `--python /bin/true` exits 0 and prints nothing: not a probe that went wrong

@@ -12,7 +12,6 @@ did not answer: then pip saw no release, which says nothing about the stack).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -22,6 +21,7 @@ from itertools import takewhile
 from pathlib import Path
 
 from sparkdoctor import proc
+from sparkdoctor.inputs import json_answer
 from sparkdoctor.matrix import Stack
 from sparkdoctor.unreachable import index_unreachable
 from sparkdoctor.verify import venvs
@@ -67,8 +67,8 @@ def resolve(stack: Stack) -> StackResult:
         result = proc.run(dry_run_argv(requirements(stack), python, report), timeout=RESOLVE_TIMEOUT, env=env)
         if result.ok and report.is_file():
             try:
-                doc = json.loads(report.read_text(encoding="utf-8"))
-                got = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in doc.get("install", [])}
+                doc = json_answer(report.read_text(encoding="utf-8"))
+                got = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in doc.get("install", [])}  # type: ignore[attr-defined]
             except (ValueError, KeyError, TypeError) as exc:
                 return StackResult(stack.id, python, "error", f"pip's report did not parse: {exc}")
             picked = ", ".join(f"{n} {got[n]}" for n in sorted(got) if n in {k.lower() for k in stack.packages})

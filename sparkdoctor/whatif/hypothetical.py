@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
 import shutil
@@ -28,7 +27,7 @@ from packaging.version import Version
 
 from sparkdoctor import proc
 from sparkdoctor.facts import Facts
-from sparkdoctor.inputs import NUMBER_TOO_LONG, number_too_long
+from sparkdoctor.inputs import NotJSON, json_answer
 from sparkdoctor.locations import data_dir
 from sparkdoctor.matrix.versions import parse_version
 from sparkdoctor.released import Reader, cache_root
@@ -199,12 +198,9 @@ class ScratchSite:
         if not result.ok or not lines:
             raise RuntimeError(f"the {name} probe failed: {result.describe_failure()}")
         try:
-            return json.loads(lines[-1])
-        except ValueError as exc:
-            said = NUMBER_TOO_LONG if number_too_long(exc) else f"is no JSON: {lines[-1][:200]}"
-            raise RuntimeError(f"the {name} probe's answer {said}") from None
-        except RecursionError:
-            raise RuntimeError(f"the {name} probe's answer is nested too deeply to read") from None
+            return json_answer(lines[-1])  # type: ignore[return-value]
+        except NotJSON as exc:
+            raise RuntimeError(f"the {name} probe's answer {exc}") from None
 
 
 def released_capabilities(reader: Reader, change: Change, notes: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:

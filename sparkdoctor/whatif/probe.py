@@ -10,7 +10,6 @@ compile with a ptxas (CUDA toolkit, triton), which a cutlass-dsl change does not
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import tempfile
@@ -20,7 +19,7 @@ from typing import Any
 
 from sparkdoctor import proc
 from sparkdoctor.facts import Facts
-from sparkdoctor.inputs import NUMBER_TOO_LONG, number_too_long
+from sparkdoctor.inputs import NUMBER_TOO_LONG, json_lines
 from sparkdoctor.locations import data_dir
 from sparkdoctor.text import clip
 
@@ -112,13 +111,8 @@ def probe_cutedsl(facts: Any, arch: str, python: str = sys.executable) -> ProbeR
                 out.error = f"could not run: {' '.join(argv[1:4])} failed: {done.describe_failure()}: {why}"
                 return out
         done = proc.run([py, "-B", str(data_dir("probes") / "cutedsl" / "__main__.py"), "--arch", arch], timeout=PROBE_TIMEOUT)
-        too_long = False
-        for line in (done.stdout or "").splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                too_long = too_long or number_too_long(exc)
-                continue
+        rows, too_long = json_lines((done.stdout or "").splitlines())
+        for row in rows:
             if isinstance(row, dict) and "kernel" in row:
                 out.kernels.append(KernelVerdict(str(row["kernel"]), VERDICT.get(str(row.get("status")), "could not run"),
                                                  row.get("status"), clip(str(row.get("detail") or ""), 300)))

@@ -7,7 +7,6 @@ metadata: docs/evidence/whatif-speed.md)."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from sparkdoctor.errors import SparkdoctorError
 from sparkdoctor.exitcodes import EXIT_USAGE
 from sparkdoctor.facts import Facts
 from sparkdoctor.facts_shapes import table
-from sparkdoctor.inputs import NUMBER_TOO_LONG, number_too_long
+from sparkdoctor.inputs import NotJSON, json_answer
 from sparkdoctor.matrix.versions import parse_version
 from sparkdoctor.proc import ProcResult
 from sparkdoctor.targets.early import PIP_NO_SITE, own_pip_folder, own_pip_misfit
@@ -166,10 +165,9 @@ def resolve_upgrade(target: Target, python: str, specs: list[str], facts: Facts,
         raise ResolveError(f"{asked} cannot be resolved in {python}: {conflict(loud)}{_no_wheel(loud, debug)}")
     seen.warnings = conflict_lines(result.stderr)
     try:
-        doc = json.loads(result.stdout)
-    except (ValueError, RecursionError) as exc:
-        said = NUMBER_TOO_LONG if number_too_long(exc) else f"did not parse: {exc}"
-        raise ResolveError(f"pip's --report {said}") from None
+        doc = json_answer(result.stdout)
+    except NotJSON as exc:
+        raise ResolveError(f"pip's --report {exc}") from None
     install = doc.get("install") if isinstance(doc, dict) else None
     if not isinstance(install, list) or not all(isinstance(i, dict) and isinstance(i.get("metadata"), dict) for i in install):
         raise ResolveError(f"pip's --report is not an installation report: {clip(result.stdout.strip(), 120)}")
