@@ -51,7 +51,7 @@ from sparkdoctor.fix.inventory import (
     target_label,
     target_record,
 )
-from sparkdoctor.fix.journal_trust import refuse_stray_paths
+from sparkdoctor.fix.journal_trust import refuse_outside, refuse_stray_paths
 from sparkdoctor.fix.model import Plan, Step
 from sparkdoctor.fix.pdeath import children_die_with_parent
 from sparkdoctor.fix.restore import Restorer, verify_rolled_back
@@ -166,8 +166,12 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
         edited = [(s.path, s.side) for s in plan.steps if s.op is StepKind.edit and s.path]
         say("writing the journal (what is there now, and the wheels of what the apply replaces)")
         outside = outside_mod.snapshot(target, plan.touched) if any(s.op.changes_packages for s in plan.steps) else None
-        journal = jr.create(header, edited, _dist_paths(inventory, plan.touched), _save_wheels(plan, inventory, installer), step, sides,
-                            outside)
+        dist_paths = _dist_paths(inventory, plan.touched)
+        try:  # before any copy: a RECORD row or a link out of the target would put a file of the home folder in it
+            refuse_outside(list(dict.fromkeys(p for paths in dist_paths.values() for p in paths)), now, label, sides["target"])
+        except JournalError as exc:
+            raise UnchangedError(str(exc)) from None
+        journal = jr.create(header, edited, dist_paths, _save_wheels(plan, inventory, installer), step, sides, outside)
         step("journal-complete")
         restorer = Restorer(target, journal, installer, sides, Boundaries("auto-rollback"))
         try:  # the rollback of a failed apply writes as `fix --rollback` would: where checked now, through no link
