@@ -3,7 +3,8 @@
 into the journal (mode 0644, in a 0755 folder of the state folder: any local user could read it), and only then
 refuse the apply ("a rollback writes only inside the environment it restores") and keep the journal. Now the paths
 are judged before anything is copied: one line, exit 6, no journal left, the target as it was; and a journal's
-folder is this user's alone (0700), whatever mode a copied file had.
+folder is this user's alone (0700), whatever mode a copied file had. And copies that cannot fit in the journals
+folder's disk are refused before the first is made, not written until that disk is full.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import shutil
 import stat
 from pathlib import Path
 
 import pytest
 
 from sparkdoctor.fix import journal as jr
+from sparkdoctor.fix.interface import UnchangedError
 from sparkdoctor.targets.files import LocalFiles
 from tests.fix import scenario
 from tests.fix.scenario import fix_cli
@@ -75,3 +78,20 @@ def test_a_journal_folder_is_the_users_alone(tmp_path):
     assert stat.S_IMODE(journal.path.stat().st_mode) == 0o700
     (row,) = journal.data["dist_files"]["x"]
     assert row["mode"] == 0o600  # the mode the rollback gives back is the file's own, kept in the journal
+
+
+def test_copies_that_do_not_fit_are_refused_before_any_is_made(tmp_path):
+    """A touched dist's RECORD listing a sparse file larger than the journals folder's disk has free: the journal copied
+    it out in full (a copy is not sparse) until that disk was full, then stopped ("No space left on device"). Measured
+    on a 16 MiB tmpfs with a 2 GiB sparse file (docs/evidence/attack14-2026-12-03.md); here the file is only stat'ed."""
+    from sparkdoctor.fix import apply
+
+    state = Path(os.environ["SPARKDOCTOR_STATE_DIR"])
+    sparse, small = tmp_path / "blob.bin", tmp_path / "small.py"
+    with open(sparse, "wb") as fh:
+        fh.truncate(shutil.disk_usage(state).free + (1 << 30))
+    small.write_text("x = 1\n")
+    apply._room_for(LocalFiles(), [str(small)])  # what fits is let through
+    with pytest.raises(UnchangedError, match=r"need [0-9,]+ bytes and .* free: .*nothing was changed"):
+        apply._room_for(LocalFiles(), [str(small), str(sparse)])
+    assert not (state / "journals").exists() or not any((state / "journals").iterdir())
