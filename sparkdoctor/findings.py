@@ -41,7 +41,7 @@ from sparkdoctor.requires import (
     unlisted_installs,
     unmet_requirements,
 )
-from sparkdoctor.text import clip, one_line
+from sparkdoctor.text import clip, one_line, shell_word
 from sparkdoctor.vocab import Verdict
 
 REPORT_SCHEMA = 1
@@ -352,7 +352,7 @@ def requirement_findings(facts: Facts) -> list[Finding]:
         out.append(Finding(
             id=f"{REQUIRES_FINDING_PREFIX}{component}-{'missing' if missing else 'version'}",
             severity="error" if missing else "warn", action="fix", title=title, summary=summary,
-            remedy=(f"install {component} with its dependencies in the target (`python -m pip install '{component}=={version}'`, "
+            remedy=(f"install {component} with its dependencies in the target (`python -m pip install {shell_word(f'{component}=={version}')}`, "
                     "without --no-deps); `python -m pip check` there lists the same"),
             evidence=evidence, refs=[], component=component, evidence_level="reproduced"))
     return out

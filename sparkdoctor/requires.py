@@ -27,7 +27,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from sparkdoctor.facts import Facts
-from sparkdoctor.text import clip, one_line
+from sparkdoctor.text import clip, one_line, shell_word
 
 # The components whose requirements are judged, in the order findings name them (probes/target_env/targetenv_dists.py
 # reads the same list).
@@ -131,7 +131,7 @@ class Incomplete:
 
     @property
     def remedy(self) -> str:
-        return (f"reinstall it in the target (`python -m pip install --force-reinstall --no-deps '{self.name}=={self.version}'`), "
+        return (f"reinstall it in the target (`python -m pip install --force-reinstall --no-deps {shell_word(f'{self.name}=={self.version}')}`), "
                 f"or remove what is left (`python -m pip uninstall {self.name}`) if it was meant to go")
 
     @property
@@ -155,8 +155,8 @@ def incomplete_installs(facts: Facts) -> list[Incomplete]:
 
 
 def _reinstall(name: str, version: str | None) -> str:
-    return f"`python -m pip install --force-reinstall --no-deps '{name}=={version}'`" if version else \
-        f"`python -m pip install --force-reinstall --no-deps '{name}==VERSION'` with the version it should be"
+    return f"`python -m pip install --force-reinstall --no-deps {shell_word(f'{name}=={version}')}`" if version else \
+        f"`python -m pip install --force-reinstall --no-deps {shell_word(f'{name}==VERSION')}` with the version it should be"
 
 
 @dataclass(frozen=True)
@@ -223,7 +223,7 @@ class NoRecord:
 
     @property
     def remedy(self) -> str:
-        return (f"write it again in the target (`python -m pip install --ignore-installed --no-deps '{self.name}=={self.version}'`): "
+        return (f"write it again in the target (`python -m pip install --ignore-installed --no-deps {shell_word(f'{self.name}=={self.version}')}`): "
                 "pip writes its files and a new RECORD over the old ones (pip's own hint, --force-reinstall, stops on the "
                 "missing RECORD the same way)")
 

@@ -81,3 +81,9 @@ def error_line(message: str, given: Iterable[str] | None = None) -> str:
     for i, value in enumerate(cut_values):
         line = line.replace(f"\0{i}\0", quoted(value))
     return line
+
+
+def shell_word(word: str) -> str:
+    """`word` in single quotes, as a POSIX shell reads it back as one word: a version read from a target's METADATA
+    (`1.0';touch x;'`) in a command a user copies stays a version, never a second command."""
+    return "'" + word.replace("'", "'\"'\"'") + "'"

@@ -124,6 +124,29 @@ def read_record(path, only=None):
     return parse_record(text), st
 
 
+def bound_metadata_reads(metadata):
+    """Every file importlib `metadata` reads from a distribution's folder (METADATA, RECORD, direct_url.json, ...) read
+    through read_regular(), at most MAX_RECORD bytes: fix's inventory and every pip run in the target read the target's
+    distributions with it, and a METADATA that was /dev/zero, a FIFO or a 64 GB sparse file held that process until
+    its time limit, its memory growing all the while (17 GB in 60 s). Such a file reads as a missing one (None), as
+    the module itself answers for a file it may not read: pip skips that distribution, as check leaves it out. A
+    distribution in a zip archive (a zipped egg on sys.path) is read as before."""
+    cls = metadata.PathDistribution
+    original = cls.read_text
+
+    def read_text(self, filename):
+        folder = getattr(self, "_path", None)
+        if not isinstance(folder, os.PathLike):
+            return original(self, filename)
+        try:
+            data = read_regular(os.path.join(os.fspath(folder), filename), MAX_RECORD)[0]
+        except OSError:
+            return None
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as Path.read_text (universal newlines)
+
+    cls.read_text = read_text
+
+
 def record_size(field):
     """A RECORD size field as an int; None when empty or not a plausible size (int() of a string of
     thousands of digits raises past Python's digit limit)."""

@@ -14,6 +14,7 @@ rollback did not finish is marked (sparkdoctor.unsettled) until one settles it.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable, Mapping
@@ -51,7 +52,7 @@ from sparkdoctor.fix.inventory import (
     target_label,
     target_record,
 )
-from sparkdoctor.fix.journal_trust import refuse_stray_paths
+from sparkdoctor.fix.journal_trust import refuse_outside, refuse_stray_paths
 from sparkdoctor.fix.model import Plan, Step
 from sparkdoctor.fix.pdeath import children_die_with_parent
 from sparkdoctor.fix.restore import Restorer, verify_rolled_back
@@ -108,6 +109,23 @@ def _dist_paths(inventory: Inventory, names: list[str]) -> dict[str, list[str]]:
     return {d.key: [str(p) for p in d.paths()] for d in _installed(inventory, names)}
 
 
+def _room_for(files: FileTransport, paths: list[str]) -> None:
+    """Before the journal copies the touched dists' files: one line when they are more bytes than its folder's disk has
+    free. A 64 GB sparse file a RECORD lists was copied out in full (a copy is not sparse) until the disk was full,
+    whoever else needed that disk, before the apply stopped."""
+    root = jr.journals_dir()
+    disk = next((p for p in [root, *root.parents] if p.is_dir()), root)  # the folder may not be made yet
+    need = sum(int(row.get("size") or 0) for row in files.info(paths).values() if row and row.get("kind") == "file")
+    try:
+        free = shutil.disk_usage(disk).free
+    except OSError:
+        return  # the journal's own write says why, in its line
+    if need > free:
+        raise UnchangedError(f"the journal's copies of the touched dists' files need {need:,} bytes and {root} has "
+                             f"{free:,} free: free some space there (or remove old journals: sparkdoctor fix --prune "
+                             "--keep N); nothing was changed")
+
+
 def sides_of(target: Target) -> dict[str, FileTransport]:
     """Where a step's files live: "target" (a pin file check found, a dist's files) goes through the
     target's transport; "host" (the env file, the recipe named on the command line) is this machine's."""
@@ -161,13 +179,19 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
             moved = [f"{k} {was.get(k) or '-'} -> {got.get(k) or '-'}" for k in sorted(set(was) | set(got)) if was.get(k) != got.get(k)]
             raise UnchangedError(f"the target changed since the plan was made ({', '.join(moved[:3])}"
                                  f"{', ...' if len(moved) > 3 else ''}): run the fix again; nothing was changed")
+        dist_paths = _dist_paths(inventory, plan.touched)
+        unique = list(dict.fromkeys(p for paths in dist_paths.values() for p in paths))
+        try:  # before any file is hashed or copied: a RECORD row or a link out of the target would put a file of the home folder in it
+            refuse_outside(unique, now, label, sides["target"])
+        except JournalError as exc:
+            raise UnchangedError(str(exc)) from None
+        _room_for(sides["target"], unique)
         header = _header(target, plan, inventory, installer)
         step("locked")
         edited = [(s.path, s.side) for s in plan.steps if s.op is StepKind.edit and s.path]
         say("writing the journal (what is there now, and the wheels of what the apply replaces)")
         outside = outside_mod.snapshot(target, plan.touched) if any(s.op.changes_packages for s in plan.steps) else None
-        journal = jr.create(header, edited, _dist_paths(inventory, plan.touched), _save_wheels(plan, inventory, installer), step, sides,
-                            outside)
+        journal = jr.create(header, edited, dist_paths, _save_wheels(plan, inventory, installer), step, sides, outside)
         step("journal-complete")
         restorer = Restorer(target, journal, installer, sides, Boundaries("auto-rollback"))
         try:  # the rollback of a failed apply writes as `fix --rollback` would: where checked now, through no link

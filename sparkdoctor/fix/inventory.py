@@ -9,6 +9,7 @@ registry" (a local version, a direct_url.json), the hashes of files (what a roll
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,10 +76,10 @@ class Dist:
         if self.no_record:  # pip stops ("Cannot uninstall ... RECORD file not found"), and so would the rollback
             return (f"{self.name} {self.version} has no RECORD rows (its .dist-info's RECORD is missing or empty): pip cannot "
                     "remove its files, and a rollback could not put them back; write it again first (pip's own hint, --force-reinstall, "
-                    f"stops the same way): pip install --ignore-installed --no-deps {self.name}=={self.version}")
+                    f"stops the same way): pip install --ignore-installed --no-deps {shlex.quote(f'{self.name}=={self.version}')}")
         if (self.direct_url or {}).get("egg_link"):  # the .egg-link and the easy-install.pth line are in no RECORD
             return (f"{self.name} {self.version} is a `setup.py develop` checkout ({self.location}): a rollback could not put "
-                    f"its .egg-link back; reinstall it with `pip install -e {self.location}` first")
+                    f"its .egg-link back; reinstall it with `pip install -e {shlex.quote(str(self.location))}` first")
         return None
 
     def from_registry(self) -> bool:

@@ -203,6 +203,7 @@ def create(header: Mapping[str, object], files: list[tuple[str, str]], dist_file
     path = root / new_id()
     try:
         (path / "copies").mkdir(parents=True)
+        os.chmod(path, 0o700)  # its copies keep no file's mode: a 0600 file of the target is this user's alone here too
         (path / "wheels").mkdir()
         file_rows = []
         for side in sorted({side for _p, side in files}):

@@ -61,8 +61,7 @@ def refuse_stray_paths(journal: Journal, inventory: Inventory, label: str,
     environment"): a file there is named only if the rollback would leave it as it is. Returns the target's roots
     and where each path lands, both resolved: the rollback writes there and follows no link on the way
     (Restorer.pin_writes), so a link planted after this check is refused at the write, not followed."""
-    writable = [r for r in [inventory.prefix, *([] if inventory.is_venv else [inventory.user_base])] if r]
-    read_only = [inventory.base_prefix] if inventory.is_venv and inventory.base_prefix else []
+    writable, read_only = _roots(inventory)
     roots = [posixpath.normpath(r) for r in [*writable, *read_only]]
     rows = [row for dist_rows in journal.data["dist_files"].values() for row in dist_rows]
     for row in rows:
@@ -90,6 +89,32 @@ def refuse_stray_paths(journal: Journal, inventory: Inventory, label: str,
                            f"target {label} ({', '.join(inside)}): a rollback writes only inside the environment it "
                            "restores; nothing was changed")
     return inside, lands
+
+
+def refuse_outside(paths: list[str], inventory: Inventory, label: str, files: FileTransport) -> None:
+    """Before the journal copies them: one line when a file a touched dist's RECORD lists lies outside the target's
+    environment, by its text or once its links are followed (a RECORD row `../../../../home/u/.ssh/id_rsa`, a module
+    linked to a file in the home folder). The rollback check above refuses such a journal; made first, the journal
+    had copied the file (a key, 0644 in the state folder) and was kept. Nothing is copied or changed."""
+    writable, read_only = _roots(inventory)
+    roots = [posixpath.normpath(r) for r in [*writable, *read_only]]
+    for path in paths:
+        if not (posixpath.isabs(path) and posixpath.normpath(path) == path and _under(path, roots)):
+            raise JournalError(f"a touched dist's RECORD names {path}, outside the target {label} ({', '.join(roots)}): fix "
+                               "copies, replaces and restores only files inside the environment; nothing was changed")
+    real = _real(files, [*paths, *writable, *read_only])
+    inside = [real[r] for r in [*writable, *read_only]]
+    for path in paths:
+        if not _under(real[path], inside):
+            raise JournalError(f"a touched dist's RECORD names {path}, which is {real[path]} once its links are followed, "
+                               f"outside the target {label} ({', '.join(inside)}): fix copies, replaces and restores only "
+                               "files inside the environment; nothing was changed")
+
+
+def _roots(inventory: Inventory) -> tuple[list[str], list[str]]:
+    """(the target's roots a rollback writes in, its venv's base installation, read only)."""
+    writable = [r for r in [inventory.prefix, *([] if inventory.is_venv else [inventory.user_base])] if r]
+    return writable, [inventory.base_prefix] if inventory.is_venv and inventory.base_prefix else []
 
 
 def _under(path: str, roots: list[str]) -> bool:

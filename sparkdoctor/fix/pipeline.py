@@ -6,6 +6,7 @@ what fix plans from is exactly what check reports.
 
 from __future__ import annotations
 
+import shlex
 import signal
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -78,7 +79,7 @@ def record_less(report: Report, inventory: inv_mod.Inventory, refusals: list[str
         if dist is None or not dist.no_record or any(r.startswith(f"{dist.name} {dist.version} has no RECORD") for r in refusals):
             continue
         out.append(f"{dist.name} {dist.version} has no RECORD: pip cannot uninstall it cleanly, so no fix can replace or "
-                   f"remove it; write it again first: pip install --ignore-installed --no-deps {dist.name}=={dist.version}")
+                   f"remove it; write it again first: pip install --ignore-installed --no-deps {shlex.quote(f'{dist.name}=={dist.version}')}")
     return out
 
 

@@ -5,6 +5,7 @@ flag that says yes where there is one; docs/fix.md lists them)."""
 from __future__ import annotations
 
 import os
+import shlex
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,7 +185,7 @@ class Planner:
             if dist.mismatched is None:
                 raise FixError(f"internal: {name} was not hashed")
             if not dist.files:  # no RECORD (a repackaged or hand-copied dist): no file can be told edited
-                self.plan.notes.append(f"{fix}: {dist.name} {dist.version} has no RECORD, so which files were edited cannot be told and none is restored; write it again with pip install --ignore-installed --no-deps {dist.name}=={dist.version} (--force-reinstall stops on the missing RECORD)")
+                self.plan.notes.append(f"{fix}: {dist.name} {dist.version} has no RECORD, so which files were edited cannot be told and none is restored; write it again with pip install --ignore-installed --no-deps {shlex.quote(f'{dist.name}=={dist.version}')} (--force-reinstall stops on the missing RECORD)")
             if not dist.mismatched:
                 continue
             if not dist.from_registry():

@@ -32,6 +32,11 @@ if "sparkdoctor_site" in getattr(sys, "_xoptions", {}):  # -S -X sparkdoctor_sit
 import sysconfig  # noqa: E402
 from importlib import metadata  # noqa: E402
 
+if "sparkdoctor_site" in getattr(sys, "_xoptions", {}):
+    import probe_io  # noqa: E402  (beside probe_site.py)
+
+    probe_io.bound_metadata_reads(metadata)  # a METADATA that is /dev/zero or a FIFO reads as a missing one
+
 
 def canonical(name):
     return re.sub(r"[-_.]+", "-", name).lower()

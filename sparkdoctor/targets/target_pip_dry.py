@@ -25,6 +25,11 @@ if "sparkdoctor_site" in getattr(sys, "_xoptions", {}):  # -S -X sparkdoctor_sit
     import probe_site
 
     probe_site.rebuild()  # before pip is imported: it reads sys.prefix / sys.path
+    from importlib import metadata
+
+    import probe_io
+
+    probe_io.bound_metadata_reads(metadata)  # pip reads each installed dist's METADATA: a /dev/zero one held it for good
 
 
 def _pip_from(folder):

@@ -32,6 +32,7 @@ from sparkdoctor.locations import data_dir
 from sparkdoctor.matrix.versions import parse_version
 from sparkdoctor.released import Reader, cache_root
 from sparkdoctor.targets.early import loads_code
+from sparkdoctor.text import shell_word
 from sparkdoctor.whatif.probe import LIBS
 from sparkdoctor.whatif.resolve import Change
 
@@ -59,7 +60,7 @@ def hypothetical_facts(facts: Facts, changes: list[Change], reader: Reader | Non
         if row.get("no_record"):  # pip stops at uninstalling today's release ("Cannot uninstall ... RECORD file not found")
             row.update(version=c.old, integrity="no-record")
             notes.append(f"{c.name} {c.old} has no RECORD: pip cannot uninstall it, so the upgrade would stop there; write "
-                         f"it again first (`python -m pip install --ignore-installed --no-deps '{c.name}=={c.old}'`)")
+                         f"it again first (`python -m pip install --ignore-installed --no-deps {shell_word(f'{c.name}=={c.old}')}`)")
         packages[c.name] = row
     new.packages = packages
     torch = next((c for c in changes if c.name == "torch"), None)
