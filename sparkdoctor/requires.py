@@ -193,13 +193,10 @@ class Unlisted:
 
 def unlisted_installs(facts: Facts) -> list[Unlisted]:
     """The snapshot's modules_without_metadata (a snapshot of an older sparkdoctor has none)."""
-    out = []
-    for row in facts.modules_without_metadata or []:
-        if isinstance(row, Mapping) and facts.package(str(row.get("distribution"))) is None:
-            version = row.get("version")
-            out.append(Unlisted(str(row.get("distribution")), str(row.get("module")), str(row.get("path")),
-                                version if isinstance(version, str) else None))
-    return out
+    return [Unlisted(str(row.get("distribution")), str(row.get("module")), str(row.get("path")),
+                     row["version"] if isinstance(row.get("version"), str) else None)
+            for row in facts.modules_without_metadata or []
+            if isinstance(row, Mapping) and facts.package(str(row.get("distribution"))) is None]
 
 
 @dataclass(frozen=True)
