@@ -370,7 +370,7 @@ def install_findings(facts: Facts, named: Collection[str] = ()) -> list[Finding]
     RECORD lists are gone, a package that imports with no metadata, a .dist-info with no RECORD (also of a distribution
     in `named`: the matrix names it)."""
     found: list[tuple[str, str, Incomplete | Unlisted | NoRecord]] = [
-        (f"{MISSING_FILES_PREFIX}{gone.name}", "error" if gone.import_root_gone else "warn", gone) for gone in incomplete_installs(facts)]
+        (f"{MISSING_FILES_PREFIX}{gone.name}", "error" if gone.roots or gone.import_failure else "warn", gone) for gone in incomplete_installs(facts)]
     found += [(f"{NO_METADATA_PREFIX}{one.name}", "warn", one) for one in unlisted_installs(facts)]
     found += [(f"{NO_RECORD_PREFIX}{one.name}", "warn", one) for one in record_less_installs(facts, named)]
     return [Finding(id=i, severity=severity, action="fix", title=one.title, summary=one.summary, remedy=one.remedy,

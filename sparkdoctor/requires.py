@@ -108,16 +108,13 @@ class Incomplete:
     version: str
     missing: list[str]  # as the RECORD writes them, in its order
     checked: int  # the files the RECORD lists that were looked for
+    import_failure: str | None = None  # the CuTe DSL probe's failed import (cutlass-dsl's wheels only): a file at any depth
 
     @property
     def roots(self) -> list[str]:
         """The top-level modules among them (`triton/__init__.py`, `six.py`, `_C.*.so`): importing those fails."""
         return [p for p in self.missing
                 if p.count("/") == 0 and p.endswith((".py", ".so")) or p.count("/") == 1 and p.endswith("/__init__.py")]
-
-    @property
-    def import_root_gone(self) -> bool:
-        return bool(self.roots)
 
     @property
     def title(self) -> str:
@@ -127,7 +124,7 @@ class Incomplete:
     def summary(self) -> str:
         return (f"pip lists {self.name} {self.version} as installed, but files its RECORD names are gone from disk (an "
                 "uninstall or upgrade stopped half-way, a folder deleted by hand or by an image clean-up): "
-                + ("importing it fails." if self.import_root_gone else "the code that needs them fails."))
+                + ("importing it fails." if self.roots or self.import_failure else "the code that needs them fails."))
 
     @property
     def remedy(self) -> str:
@@ -139,18 +136,21 @@ class Incomplete:
         more = f" and {len(self.missing) - MISSING_SHOWN} more" if len(self.missing) > MISSING_SHOWN else ""
         roots = self.roots
         shown = [*roots, *(m for m in self.missing[:MISSING_SHOWN + len(roots)] if m not in roots)][:MISSING_SHOWN]
-        return [f"missing: {', '.join(clip(one_line(m), 120) for m in shown)}{more}"]
+        failed = [f"the CuTe DSL probe: {clip(one_line(self.import_failure), 300)}"] if self.import_failure else []
+        return [f"missing: {', '.join(clip(one_line(m), 120) for m in shown)}{more}", *failed]
 
 
 def incomplete_installs(facts: Facts) -> list[Incomplete]:
     """Every distribution whose integrity was checked and found files missing, by name."""
-    out = []
+    out, probes = [], [r for r in (facts.kernels or {}).values() if isinstance(r, Mapping) and r.get("kind") == "cutedsl"]
+    failed = next((str(r["detail"]) for r in probes if str(r.get("detail")).startswith("import cutlass.cute failed")), None)
     for name, pkg in sorted((facts.packages or {}).items()):
         missing = pkg.get("files_missing") if isinstance(pkg, Mapping) else None
         if isinstance(missing, list) and missing:
-            checked = pkg.get("files_checked")
-            out.append(Incomplete(str(pkg.get("name") or name), str(pkg.get("version")), [str(m) for m in missing],
-                                  checked if isinstance(checked, int) and checked >= len(missing) else len(missing)))
+            checked, dist = pkg.get("files_checked"), str(pkg.get("name") or name)
+            out.append(Incomplete(dist, str(pkg.get("version")), [str(m) for m in missing],
+                                  checked if isinstance(checked, int) and checked >= len(missing) else len(missing),
+                                  failed if dist.startswith("nvidia-cutlass-dsl") else None))
     return out
 
 
@@ -193,13 +193,10 @@ class Unlisted:
 
 def unlisted_installs(facts: Facts) -> list[Unlisted]:
     """The snapshot's modules_without_metadata (a snapshot of an older sparkdoctor has none)."""
-    out = []
-    for row in facts.modules_without_metadata or []:
-        if isinstance(row, Mapping) and facts.package(str(row.get("distribution"))) is None:
-            version = row.get("version")
-            out.append(Unlisted(str(row.get("distribution")), str(row.get("module")), str(row.get("path")),
-                                version if isinstance(version, str) else None))
-    return out
+    return [Unlisted(str(row.get("distribution")), str(row.get("module")), str(row.get("path")),
+                     row["version"] if isinstance(row.get("version"), str) else None)
+            for row in facts.modules_without_metadata or []
+            if isinstance(row, Mapping) and facts.package(str(row.get("distribution"))) is None]
 
 
 @dataclass(frozen=True)

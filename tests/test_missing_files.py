@@ -62,3 +62,25 @@ def test_it_can_be_ignored_by_its_id_without_a_warning_that_no_entry_has_it():
     report = build_report(facts(integrity="modified", files_missing=TRITON_FILES), load(), ignore={"files-missing-triton"})
     assert finding(report) is None and report.ignored == ["files-missing-triton"] and report.exit_code() == 0
     assert _unknown_ignores(load(), ["files-missing-triton"], Config()) == []
+
+
+def test_cutlass_dsl_files_missing_deep_in_the_family_fail_when_the_dsl_no_longer_imports():
+    """`rm nvidia_cutlass_dsl/cu12/lib/libcute_dsl_runtime.so` (pip install nvidia-cutlass-dsl, then a clean-up) made
+    `import cutlass` raise "cu12 install is incomplete", and the CuTe DSL probes said so, yet check gave a warning and
+    exit 0: the file is no top-level module. The probe's failed import is the proof that importing it fails."""
+    gone = {"name": "nvidia-cutlass-dsl-libs-cu12", "version": "4.8.1", "integrity": "modified", "files_checked": 12,
+            "files_missing": ["nvidia_cutlass_dsl/cu12/lib/libcute_dsl_runtime.so"]}
+    failed = {"kind": "cutedsl", "status": "error", "arch": "sm_121a",
+              "detail": "import cutlass.cute failed: RuntimeError: cu12 install is incomplete: libcute_dsl_runtime.so is missing"}
+    snapshot = facts()
+    snapshot.packages = {"nvidia-cutlass-dsl-libs-cu12": gone}
+    report = build_report(snapshot, load())
+    assert finding(report, "nvidia-cutlass-dsl-libs-cu12").severity == "warn"  # no sign yet that the import fails
+    snapshot.kernels = {"cutedsl-nvfp4-mma": failed, "cutedsl-e2m1-cvt": {**failed, "status": "skipped", "detail": ""}}
+    report = build_report(snapshot, load())
+    found = finding(report, "nvidia-cutlass-dsl-libs-cu12")
+    assert found.severity == "error" and report.exit_code() == 1
+    assert found.summary.endswith("importing it fails.")
+    assert found.evidence[-1] == f"the CuTe DSL probe: {failed['detail']}"
+    snapshot.packages = {"triton": {**gone, "name": "triton", "version": "3.9.0", "files_missing": ["triton/x/y.so"]}}
+    assert finding(build_report(snapshot, load())).severity == "warn"  # another package's import is not cutlass's

@@ -384,6 +384,8 @@ def build_plan(findings: list[Finding], definitions: dict[str, FixDefinition], i
     except FileError as exc:
         raise FixError(str(exc)) from None
     plan.probes_after = sorted({str(f.verified_by["probe"]) for f in findings if f.fix and f.verified_by and f.verified_by.get("probe")})
+    written = {canonicalize_name(name) for name in plan.changes}  # a dist written anew has all its files again
+    plan.checks_after += [f.id for f in findings if f.id == f"files-missing-{f.component}" and f.component in written]
     return plan
 
 

@@ -198,14 +198,14 @@ class Restorer:
         self.packages_restored = True
 
     def _drop_new_files(self, names: list[str]) -> None:
-        """Files the offline reinstall wrote that the original install did not have (REQUESTED, .pyc); their folders
-        left empty go too: a dist first installed in the user site is reinstalled where pip writes (the system's
-        site-packages) before the journal's copies put it back, and an empty dist-info folder left there was a dist
-        with no METADATA to pip and to check."""
-        now = inv_mod.read(self.target)
+        """Files the offline reinstall wrote that the original install did not have (REQUESTED, .pyc; a file its RECORD
+        lists that was gone before the apply); their folders left empty go too: a dist first installed in the user site
+        is reinstalled where pip writes (the system's site-packages) before the journal's copies put it back, and an
+        empty dist-info folder left there was a dist with no METADATA to pip and to check."""
+        now, gone = inv_mod.read(self.target), {p for p, h in self.data["hashes_before"].items() if h is None}
         extra: list[str] = []
         for name in names:
-            old = {r["path"] for r in self.data["dist_files"].get(name, [])}
+            old = {r["path"] for r in self.data["dist_files"].get(name, [])} - gone
             dist = now.get(name)
             extra += [str(p) for p in (dist.paths() if dist else []) if str(p) not in old]
         self._remove(self.sides["target"], extra, prune=True)

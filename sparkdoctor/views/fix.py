@@ -69,7 +69,7 @@ def plan_document_lines(found: PlanDocument) -> list[str]:
     """The plan, then each failing finding it does not fix, with what to do about it by hand: a plan with nothing to do
     and exit 1 said only "Nothing to fix: no finding names a fix"."""
     extra = ["Dry run: nothing was changed. Apply with --yes."] if found.dry_run and not found.plan.empty else []
-    fixed = {i for f in found.plan.fixes for i in f["findings"]}
+    fixed = {i for f in found.plan.fixes for i in f["findings"]} | set(found.plan.checks_after)
     extra += [f"Not fixed by sparkdoctor: {f.id} ({f.severity}): {clip(one_line(f.remedy), 300)}"
               for f in found.report.failing() if f.id not in fixed]
     return plan_lines(found.plan) + extra

@@ -36,7 +36,7 @@ def inventory(*dists: Dist, venv: bool = True, writable: bool = True) -> Invento
 
 
 def finding(ident: str, fix: str, probe: str | None = None):
-    return SimpleNamespace(id=ident, fix=fix, verified_by={"probe": probe} if probe else None)
+    return SimpleNamespace(id=ident, fix=fix, verified_by={"probe": probe} if probe else None, component="test")
 
 
 def facts(*pins: str):
@@ -174,3 +174,16 @@ def test_a_constraints_file_that_is_a_fifo_is_refused_as_check_refuses_it(tmp_pa
         done = subprocess.run([sys.executable, "-m", "sparkdoctor", verb, "--python", str(tmp_path / "nonexistent"),
                                "--constraints", str(fifo)], capture_output=True, text=True, timeout=120)
         assert done.returncode == 2 and "--constraints" in done.stderr and "not a regular file" in done.stderr, done.stderr
+
+
+def test_the_files_missing_of_a_dist_the_plan_reinstalls_are_expected_gone_not_left_to_the_user():
+    """A cutlass-dsl venv with a family at two versions and files of two wheels deleted: the plan reinstalled the whole
+    family (and the apply then said `Findings gone: ..., files-missing-nvidia-cutlass-dsl-libs-base`), yet the plan
+    listed each files-missing finding as `Not fixed by sparkdoctor: ... (error): reinstall it ...` by hand."""
+    inst = FakeInstaller({n: "4.5.0" for n in CUTE} | {"numpy": "2.1.0"})
+    missing = SimpleNamespace(id="files-missing-nvidia-cutlass-dsl-libs-base", fix=None, verified_by=None,
+                              component="nvidia-cutlass-dsl-libs-base")
+    other = SimpleNamespace(id="files-missing-triton", fix=None, verified_by=None, component="triton")
+    plan = build_plan([finding("cutedsl-wheel-collision", "cutlass-dsl-cu13-clean-reinstall"), missing, other], load_all(),
+                      collision_inventory(), inst, facts(), FixOptions())
+    assert plan.checks_after == ["cutedsl-wheel-collision", "files-missing-nvidia-cutlass-dsl-libs-base"]

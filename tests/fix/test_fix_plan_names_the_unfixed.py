@@ -38,3 +38,8 @@ def test_a_finding_the_plan_fixes_or_one_below_fail_on_is_not_listed():
     assert not any(line.startswith("Not fixed") for line in plan_document_lines(PlanDocument(fixing, report())))
     ignored = report(ignore={"files-missing-triton"})
     assert not any(line.startswith("Not fixed") for line in plan_document_lines(PlanDocument(plan(), ignored)))
+
+
+def test_a_finding_the_plan_expects_gone_is_not_listed_as_left_to_the_user():
+    reinstalling = plan(changes={"triton": ["3.9.0", "3.9.0"]}, checks_after=["files-missing-triton"])
+    assert not any(line.startswith("Not fixed") for line in plan_document_lines(PlanDocument(reinstalling, report())))
