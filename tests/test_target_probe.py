@@ -212,7 +212,7 @@ def test_the_capabilities_collector_when_the_target_probe_could_not_answer_for_i
     target = resolve_python_target(sys.executable)
     ctx = Context(target=target, facts=Facts(), cache_dir=Path(cache_dir()), use_cache=True)
     fake = proc.start(["/bin/sh", "-c", f"echo '{answer}'"])
-    ctx.scratch[capabilities.PRESTART_KEY] = target_probe.Prestarted(target_probe.Shared(fake), None, sys.executable, True, True)
+    ctx.scratch[capabilities.PRESTART_KEY] = target_probe.Prestarted(target_probe.Shared(fake), None, True)
     if outcome == "error":
         with pytest.raises(CollectorError, match="printed no JSON"):
             capabilities.run(ctx)

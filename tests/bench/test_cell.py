@@ -72,10 +72,10 @@ def test_a_cell_exported_on_one_run_and_reproduced_on_another_names_what_differs
 
 
 @pytest.mark.parametrize("content, why", [
-    (b"", "not JSON"),
+    (b"", "not valid JSON"),
     (b"\xff\xfe not text", "not UTF-8"),
     (b"[1, 2]", "not a bench cell"),
-    (b"[" * 100_000 + b"]" * 100_000, "not JSON"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply to read"),
     (json.dumps({"cell": "sparkdoctor bench cell", "cell_version": 99}).encode(), "newer than this sparkdoctor"),
     (json.dumps({"cell": "sparkdoctor bench cell", "cell_version": "1"}).encode(), "cell_version"),
     (json.dumps({"cell": "sparkdoctor bench cell", "cell_version": 1, "recipe": {}}).encode(), "toolchain is missing"),

@@ -38,7 +38,7 @@ def test_a_plans_dry_run_in_a_uv_venv_runs_no_startup_code_of_the_target(tmp_pat
 
     target = resolve_python_target(str(python))
     inv = inventory.read(target, before_changes=True)
-    assert inv.uv and not inv.has_pip
+    assert not inv.has_pip
     res = installers.for_target(target, inv).dry_run(["demo==0.2.0"])
     assert res.installs == {"demo": "0.2.0"}
     assert not list(tmp_path.glob("CANARY*")), "the target's .pth import line or sitecustomize.py ran"
