@@ -55,15 +55,31 @@ def _target(tmp_path: Path, fifo: bool = False) -> Path:
     return venv / "bin" / "python"
 
 
+# The peak is read by a small parent that forks the child itself: a process started straight from this worker counts
+# the worker's own resident pages in its ru_maxrss (Linux carries the forked image's high-water mark across exec), so
+# a worker grown past MAX_RSS by earlier tests failed a child that used 30 MB.
+_PEAK = """import os, resource, sys
+pid = os.fork()
+if pid == 0:
+    for limit in (resource.RLIMIT_AS, resource.RLIMIT_CPU):
+        value = int(sys.argv[2 if limit == resource.RLIMIT_AS else 3])
+        resource.setrlimit(limit, (value, value))
+    os.execv(sys.argv[4], sys.argv[4:])
+_, status, usage = os.wait4(pid, 0)
+open(sys.argv[1], "w").write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)
+"""
+
+
 def _run(argv: list[str], folder: Path) -> subprocess.CompletedProcess[str]:
     """`argv` bounded as above; fails when its peak memory passed MAX_RSS (a MemoryError it caught still costs that)."""
-    out, err = folder / "stdout", folder / "stderr"
+    out, err, peak = folder / "stdout", folder / "stderr", folder / "peak"
     with open(out, "wb") as stdout, open(err, "wb") as stderr:
-        child = subprocess.Popen(argv, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, preexec_fn=_bounded)
-        _, status, usage = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
-    assert usage.ru_maxrss < MAX_RSS_KB, f"{usage.ru_maxrss} kB at its peak: {err.read_text()[-2000:]}"
-    return subprocess.CompletedProcess(argv, child.returncode, out.read_text(), err.read_text())
+        code = subprocess.run([sys.executable, "-S", "-c", _PEAK, str(peak), str(ADDRESS_SPACE), str(CPU_SECONDS), *argv],
+                              stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, timeout=600).returncode
+    peak_kb = int(peak.read_text())
+    assert peak_kb < MAX_RSS_KB, f"{peak_kb} kB at its peak: {err.read_text()[-2000:]}"
+    return subprocess.CompletedProcess(argv, code, out.read_text(), err.read_text())
 
 
 def test_fixs_inventory_leaves_a_device_or_sparse_metadata_out_and_reads_the_rest(tmp_path):
