@@ -103,7 +103,7 @@ SHOWN_UNKNOWN = 5  # unknown ignore ids named one per line, per source; the rest
 def _unknown_ignores(matrix: Matrix, ignore: Sequence[str], cfg: Config) -> list[str]:
     """An ignore that names no entry ignores nothing: say so (a warning, not an error, so a config shared by
     boxes on different matrix versions keeps working). probe-<id>, requires-<component>-..., files-missing-<dist>,
-    no-metadata-<dist>, no-record-<dist> and no-serving-stack come from the engine, not the matrix, and are always accepted."""
+    no-metadata-<dist>, no-record-<dist>, no-serving-stack and fix-unfinished come from the engine, not the matrix, and are always accepted."""
     from sparkdoctor.findings import ENGINE_FINDING_PREFIXES
 
     known = {e.id for e in matrix.entries}

@@ -341,7 +341,7 @@ MISSING_FILES_PREFIX = "files-missing-"  # files-missing-<distribution>: error w
 NO_METADATA_PREFIX = "no-metadata-"  # no-metadata-<distribution>: its package imports, no .dist-info describes it (warn)
 NO_RECORD_PREFIX = "no-record-"  # no-record-<distribution>: a .dist-info without RECORD, pip cannot uninstall it (warn)
 ENGINE_FINDING_PREFIXES = (PROBE_FINDING_PREFIX, REQUIRES_FINDING_PREFIX, MISSING_FILES_PREFIX, NO_METADATA_PREFIX,
-                           NO_RECORD_PREFIX, NO_STACK)  # no matrix entry has them
+                           NO_RECORD_PREFIX, NO_STACK, FIX_UNFINISHED)  # no matrix entry has them
 
 
 def install_findings(facts: Facts, named: Collection[str] = ()) -> list[Finding]:
