@@ -103,7 +103,7 @@ SHOWN_UNKNOWN = 5  # unknown ignore ids named one per line, per source; the rest
 def _unknown_ignores(matrix: Matrix, ignore: Sequence[str], cfg: Config) -> list[str]:
     """An ignore that names no entry ignores nothing: say so (a warning, not an error, so a config shared by
     boxes on different matrix versions keeps working). probe-<id>, requires-<component>-..., files-missing-<dist>,
-    no-metadata-<dist> and no-record-<dist> findings come from the engine, not the matrix, and are always accepted."""
+    no-metadata-<dist>, no-record-<dist>, no-serving-stack and fix-unfinished come from the engine, not the matrix, and are always accepted."""
     from sparkdoctor.findings import ENGINE_FINDING_PREFIXES
 
     known = {e.id for e in matrix.entries}
@@ -144,12 +144,11 @@ def _copied_venv(target: Target | None) -> list[str]:
 def own_environment(target: Target | None, facts: Facts) -> list[str]:
     """No --python and no active venv: the target is the interpreter sparkdoctor runs in. Installed as the README says
     (pipx, uv tool), that is sparkdoctor's own environment, which serves nothing: said when it holds none of the stack."""
+    from sparkdoctor.findings import no_stack_finding
     from sparkdoctor.requires import COMPONENTS
     from sparkdoctor.targets.local import PythonTarget
 
-    if not isinstance(target, PythonTarget) or target.chosen_by != "current interpreter" or facts.packages is None:
-        return []
-    if any(facts.package(name) for name in COMPONENTS):
+    if not isinstance(target, PythonTarget) or target.chosen_by != "current interpreter" or not no_stack_finding(facts):
         return []
     return [f"the target is the interpreter sparkdoctor runs in ({target.python}), as no --python was given and no "
             f"virtual environment is active; it holds none of {', '.join(COMPONENTS)}: to judge the environment that "

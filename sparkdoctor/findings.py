@@ -1,14 +1,12 @@
 """Findings and the Report every renderer draws from.
 
-A Finding is what a matched matrix entry means for this box: what is wrong, the evidence (which facts
-matched, probe output), what to do, and where it is written down.
-
-The engine adds one kind of finding of its own: a kernel probe that failed for the arch under
-evaluation while no matched entry explains it (`probe-<probe id>`). A failing probe is the
-strongest evidence there is; it must never sit under a green PASS just because the matrix does not
-know the failure yet. A probe that could not run at all (status error or timeout: no ptxas, a
-compiler that hung) proves nothing either way: the report calls it unverified, and so does the
-verdict, instead of PASS.
+A Finding is what a matched matrix entry means for this box: what is wrong, the evidence (which facts matched, probe
+output), what to do, and where it is written down. The engine adds findings of its own, which no matrix entry has: a
+kernel probe that failed for the arch under evaluation while no matched entry explains it (`probe-<probe id>`: the
+strongest evidence there is, never under a green PASS because the matrix does not know the failure yet), a `fix` that
+did not finish, a broken install (`requires-*`, `files-missing-*`, ...) and a target holding none of the serving stack.
+A probe that could not run at all (error or timeout: no ptxas, a compiler that hung) proves nothing either way: the
+report and the verdict call it unverified, never PASS.
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 
 from sparkdoctor.arch import settle
+from sparkdoctor.describe import HEADER_PACKAGES, tracked_stack
 from sparkdoctor.exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_UNPROBEABLE
 from sparkdoctor.facts import Facts
 from sparkdoctor.matrix import (
@@ -26,11 +25,9 @@ from sparkdoctor.matrix import (
     Entry,
     Evaluation,
     Matrix,
-    Stack,
     evaluate_all,
-    version_in,
 )
-from sparkdoctor.matrix.freshness import knowledge
+from sparkdoctor.matrix.freshness import StackDistance, knowledge, stack_distance
 from sparkdoctor.requires import (
     Incomplete,
     NoRecord,
@@ -82,44 +79,6 @@ class Finding:
         shared = ("id", "severity", "action", "title", "summary", "remedy", "refs", "component", "fix", "symptoms",
                   "verified_by")
         return cls(**{name: getattr(ev.entry, name) for name in shared}, evidence=ev.evidence, evidence_level=ev.entry.evidence)
-
-
-@dataclass
-class StackDistance:
-    """How far the box is from a known-good stack, in words, about what the box has.
-
-    differences: installed packages at other versions, env settings that differ. missing: the
-    stack's packages this box does not have, kept apart ("the stack also includes ..."): a venv
-    built for one library is not told to install a whole serving stack. present: how many of the
-    stack's packages are installed; a stack with none is not near at all.
-    """
-
-    id: str
-    title: str
-    differences: list[str]
-    refs: list[str]
-    missing: list[str] = field(default_factory=list)
-    present: int = 0
-    image_only: str | None = None  # the stack exists only as this image: never a pip target (matrix verify --stacks)
-
-    @property
-    def matches(self) -> bool:
-        return not self.differences and not self.missing
-
-
-def stack_distance(stack: Stack, facts: Facts) -> StackDistance:
-    installed = {name: (spec, facts.package(name)) for name, spec in stack.packages.items()}
-    missing = [f"{name} {spec}" for name, (spec, pkg) in installed.items() if pkg is None]
-    diffs = [f"{name} {pkg.get('version')} installed, {spec} wanted" for name, (spec, pkg) in installed.items()
-             if pkg is not None and version_in(pkg.get("version"), spec) is False]
-    # a version that cannot be compared is no match ("what this box has of it matches" was said of one)
-    diffs += [f"{name} {pkg.get('version')} installed (not a valid version, so not comparable), {spec} wanted"
-              for name, (spec, pkg) in installed.items() if pkg is not None and version_in(pkg.get("version"), spec) is None]
-    env = facts.env or {}
-    diffs += [f"{name}={value} wanted, {'is ' + env[name] if name in env else 'not set'}"
-              for name, value in stack.env.items() if env.get(name) != value]
-    present = len(installed) - len(missing)
-    return StackDistance(stack.id, stack.title, diffs, stack.refs, missing, present, stack.image_only)
 
 
 @dataclass
@@ -358,11 +317,31 @@ def requirement_findings(facts: Facts) -> list[Finding]:
     return out
 
 
+NO_STACK = "no-serving-stack"  # warn: the target holds none of the header's stack, so nothing that serves was judged
+
+
+def no_stack_finding(facts: Facts) -> Finding | None:
+    """The engine's warning for a target whose packages were read and hold none of the header's stack (each one `not
+    installed`): a check of the wrong interpreter is never a clean PASS about nothing that serves."""
+    if any(desc != "not installed" for _, desc in tracked_stack(facts)):
+        return None
+    target, names = facts.target or {}, ", ".join(HEADER_PACKAGES)
+    python = target.get("python") or "the target interpreter"
+    remedy = ("point --container-python at the interpreter in it that serves, or --container at the container that serves"
+              if target.get("kind") == "container" else
+              "point --python at the venv that serves (e.g. sparkdoctor check --python ~/vllm-venv/bin/python)")
+    return Finding(NO_STACK, "warn", "configure", "no serving-stack package is installed in this interpreter",
+                   f"None of {names} is installed in {python}, so no matrix entry about the serving stack could match: only "
+                   "the host, driver and kernel probes were judged. A check (or a CI gate) of the wrong interpreter, a bare "
+                   "venv or sparkdoctor's own, would otherwise read as a clean pass.", remedy,
+                   [f"{python}: {names} not installed"], [], "target", evidence_level="reproduced")
+
+
 MISSING_FILES_PREFIX = "files-missing-"  # files-missing-<distribution>: error when importing it fails, else warn
 NO_METADATA_PREFIX = "no-metadata-"  # no-metadata-<distribution>: its package imports, no .dist-info describes it (warn)
 NO_RECORD_PREFIX = "no-record-"  # no-record-<distribution>: a .dist-info without RECORD, pip cannot uninstall it (warn)
 ENGINE_FINDING_PREFIXES = (PROBE_FINDING_PREFIX, REQUIRES_FINDING_PREFIX, MISSING_FILES_PREFIX, NO_METADATA_PREFIX,
-                           NO_RECORD_PREFIX)  # no matrix entry has them
+                           NO_RECORD_PREFIX, NO_STACK, FIX_UNFINISHED)  # no matrix entry has them
 
 
 def install_findings(facts: Facts, named: Collection[str] = ()) -> list[Finding]:
@@ -388,8 +367,8 @@ def build_report(facts: Facts, matrix: Matrix, fail_on: str = "error", ignore: s
         if line := probe_evidence(finding.verified_by, facts):
             finding.evidence.append(line)
     probe_findings, unverified = check_probes(facts, matched)
-    unfinished = unfinished_fix_finding(facts)
-    probe_findings += ([unfinished] if unfinished else []) + requirement_findings(facts) + install_findings(facts, matrix.packages())
+    extra = [f for f in (unfinished_fix_finding(facts), no_stack_finding(facts)) if f]
+    probe_findings += extra + requirement_findings(facts) + install_findings(facts, matrix.packages())
     findings += [f for f in probe_findings if f.id not in ignore]
     findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.component, f.id))
     ignored = sorted([ev.entry.id for ev in matched if ev.entry.id in ignore] + [f.id for f in probe_findings if f.id in ignore])

@@ -9,7 +9,6 @@ fix is checked by the matrix loader (it reads the ids only, so matrix never impo
 from __future__ import annotations
 
 import re
-import sys
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,11 +20,7 @@ from packaging.utils import canonicalize_name
 
 from sparkdoctor.fix.interface import ActionKind, DefinitionError
 from sparkdoctor.locations import data_dir
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from sparkdoctor.toml import tomllib
 
 SCHEMA = 1
 ID_RE = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")

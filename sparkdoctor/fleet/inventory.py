@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 
 from sparkdoctor.errors import InputError
@@ -34,11 +33,7 @@ from sparkdoctor.fleet.transport import Node
 from sparkdoctor.inputs import read_text
 from sparkdoctor.recipes.model import RecipeError
 from sparkdoctor.recipes.yamlsafe import read_yaml
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from sparkdoctor.toml import tomllib
 
 HOST_RE = re.compile(r"^[A-Za-z0-9_.@%:\[\]-]+$")
 # host:port, [address] and [address]:port: ssh takes none of them as a destination ("Could not resolve hostname");

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,11 +13,7 @@ from sparkdoctor.errors import InputError
 from sparkdoctor.locations import data_dir
 from sparkdoctor.patterns import regex_error
 from sparkdoctor.ptxas import version_tuple
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from sparkdoctor.toml import tomllib
 
 ARCH_PLACEHOLDER = "@ARCH@"
 

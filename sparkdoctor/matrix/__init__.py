@@ -20,7 +20,7 @@ Modules, each importing only those above it:
   ambiguity    symptoms several entries share, and the conditions that tell them apart
   explanation  what `explain` found, as a document
   consistency  what `matrix validate` checks across entries
-  freshness    the releases the matrix is tracked through, against what is installed
+  freshness    the releases the matrix is tracked through, and its known-good stacks, against what is installed
 """
 
 from sparkdoctor.matrix.conditions import CONDITIONS

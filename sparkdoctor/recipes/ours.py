@@ -9,7 +9,6 @@ recipes/README.md.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +22,7 @@ from sparkdoctor.recipes.model import (
     flag_value,
 )
 from sparkdoctor.recipes.yamlsafe import MAX_BYTES
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from sparkdoctor.toml import tomllib
 
 SCHEMA = 1
 FIELDS = {"schema", "name", "description", "command", "model", "served_model_name", "host", "port", "env",

@@ -7,7 +7,8 @@ install or removal (`pip install ...`, `uv pip ...`, `sudo ...`, `rm -rf ...`, `
 or a `sparkdoctor`/`vllm` command with an option, never one piped or chained into (`echo 3 | sudo tee ...`: where
 that line starts is not known, so it stays prose); it ends at `,` `;` `(` `)`, at a word of prose (`and`, `or`,
 `then`, `which`, ...) or at the end of the sentence. Quoted words (`"flashinfer-python==<installed version>"`) are
-one word. A command in parentheses (`drop it first (`sync; ...`)`) loses them: on a line of its own it needs none.
+one word. A command in parentheses (`drop it first (`sync; ...`)`, `(e.g. sparkdoctor ...)`) loses them: on a line of its
+own it needs none.
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ def split_commands(text: str) -> list[tuple[str, bool]]:
     pieces.append((text[prose_from:], False))
     for i in range(1, len(pieces) - 1, 2):  # a command between prose pieces: its parentheses, if any, go
         before, after = pieces[i - 1][0].rstrip(), pieces[i + 1][0].lstrip()
-        if before.endswith("(") and after.startswith(")"):
-            pieces[i - 1], pieces[i + 1] = (before[:-1], False), (after[1:], False)
+        if (lead := re.search(r" ?\((e\.g\. ?)?$", before)) and after.startswith(")"):  # `serves (e.g. CMD)`: `serves, e.g.`
+            pieces[i - 1], pieces[i + 1] = (before[:lead.start()] + (", e.g." if lead.group(1) else ""), False), (after[1:], False)
     out = []
     for piece, is_command in pieces:
         piece = piece.strip() if is_command else piece.strip().removeprefix(", ").removeprefix("; ").strip()

@@ -44,7 +44,8 @@ from sparkdoctor.views.terminal_text import (
 
 if TYPE_CHECKING:
     from sparkdoctor.facts import Facts
-    from sparkdoctor.findings import Finding, Report, StackDistance
+    from sparkdoctor.findings import Finding, Report
+    from sparkdoctor.matrix.freshness import StackDistance
 
 __all__ = ["render_console", "needs_ascii"]
 
