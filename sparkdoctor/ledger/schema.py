@@ -247,6 +247,10 @@ def connect(path: Path, read_only: bool = False) -> sqlite3.Connection:
         if app not in (0, APPLICATION_ID) or (app == 0 and tables):
             raise LedgerError(f"ledger {path}: an SQLite file of some other program, not a sparkdoctor ledger; "
                               "pass another --ledger")
+        if code := db.execute("SELECT type, name FROM sqlite_master WHERE type NOT IN ('table', 'index') "
+                              "OR sql LIKE 'CREATE VIRTUAL%'").fetchone():  # SQL that runs on a read or a write
+            raise LedgerError(f"ledger {path}: holds the {code[0]} {code[1]!r}, which no sparkdoctor ledger has (its "
+                              "SQL would run as the ledger is read or written); move it aside or pass another --ledger")
         if version < 0:
             raise LedgerError(f"ledger {path}: schema version {version} is not one any sparkdoctor writes (a damaged "
                               "file, or not a ledger); move it aside or pass another --ledger")
