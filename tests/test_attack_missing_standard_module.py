@@ -29,7 +29,7 @@ from sparkdoctor.whatif.resolve import PIP_DRY
 
 REPO = Path(__file__).resolve().parent.parent
 LEFT_OUT = ("_lzma", "_bz2")
-VERSION = "python%d.%d" % sys.version_info[:2]
+VERSION = f"python{sys.version_info[0]}.{sys.version_info[1]}"
 
 
 def interpreter_without(root: Path) -> Path:
