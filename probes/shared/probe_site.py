@@ -64,6 +64,7 @@ def rebuild():
         return
     _DONE.append(True)
     known = _remove_duplicates()
+    _guard_standard_names(list(sys.path))
     # Where cutlass-dsl's folder goes: site puts it first, before the standard library, so a file of that folder named
     # like a standard module (base64.py) would run when the probe imports that module. Right after the interpreter's
     # own entries, it still comes before every site folder (what it is for: `import cutlass` finds the DSL's).
@@ -97,6 +98,41 @@ def rebuild():
         prefixes = [sys.prefix]
     for folder in _site_packages(site, prefixes):
         _add_site_dir(folder, known, front)
+
+
+# Before 3.10 (no sys.stdlib_module_names): the standard modules an interpreter is often built without (pyenv without
+# liblzma-dev, libbz2-dev, libffi-dev, libsqlite3-dev, libssl-dev), whose importers fall back when they are missing.
+OPTIONAL_STANDARD = ("_bz2", "_lzma", "_ctypes", "_sqlite3", "_ssl", "_hashlib", "_uuid", "_dbm", "_gdbm", "_curses",
+                     "_tkinter", "readline", "zlib", "_blake2", "_sha3", "_md5", "_sha1", "_sha256", "_sha512", "_decimal")
+
+
+class _StandardNames:
+    """A meta path finder, put before PathFinder: a top-level name of the standard library is looked for in the
+    interpreter's own folders only, never in a site folder. An interpreter built without one (pyenv without
+    liblzma-dev has no _lzma) gets ImportError, as it would without site folders, and the standard module that asked
+    (bz2, lzma, zipfile and shutil import them, pip and importlib.metadata import those) falls back; a site folder's
+    _lzma.py would have run instead: a package's code."""
+
+    def __init__(self, own):
+        self.own = own
+        self.names = frozenset(getattr(sys, "stdlib_module_names", OPTIONAL_STANDARD))
+
+    def find_spec(self, name, path=None, target=None):
+        if path is not None or name not in self.names:
+            return None
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(name, self.own)
+        if spec is None:
+            raise ModuleNotFoundError("No module named %r (not in this interpreter's standard library)" % name, name=name)
+        return spec
+
+
+def _guard_standard_names(own):
+    from importlib.machinery import PathFinder
+
+    at = sys.meta_path.index(PathFinder) if PathFinder in sys.meta_path else len(sys.meta_path)
+    sys.meta_path.insert(at, _StandardNames(own))
 
 
 def _makepath(*paths):

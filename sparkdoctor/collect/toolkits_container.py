@@ -38,6 +38,7 @@ from sparkdoctor.kernels.cache import Cache
 from sparkdoctor.kernels.collector import compile_arch, selected_probes, target_arch
 from sparkdoctor.kernels.cubin import cubin_problem
 from sparkdoctor.kernels.probes import load_probes
+from sparkdoctor.targets.early import NO_CWD
 from sparkdoctor.targets.interface import Target
 
 LIST_TIMEOUT = 20.0
@@ -167,7 +168,7 @@ def container_runner(target: Target):
 
     def run_ptxas(ptxas, arch: str, ptx: Path, cubin: Path, timeout: float):
         job = {"ptxas": ptxas.path, "arch": arch, "ptx": ptx.read_text(encoding="utf-8"), "timeout": timeout}
-        res = target.run_command([target.python, "-S", "-B", "-c", COMPILE_SCRIPT], timeout=timeout + 10,  # stdlib: no site
+        res = target.run_command([target.python, "-S", "-B", "-c", NO_CWD + COMPILE_SCRIPT], timeout=timeout + 10,  # stdlib: no site
                                  input=json.dumps(job))
         if not res.ok:
             return res, None

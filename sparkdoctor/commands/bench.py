@@ -270,9 +270,7 @@ def unjudged_answers(doc: object) -> str | None:
         return f"the answers could not be judged ({verdict})" if checked.get("reference_expected") and \
             verdict in (Verdict.UNCHECKED, Verdict.UNSCORED) else None
     arms = getattr(doc, "correctness", None)
-    if not isinstance(arms, dict) or not arms.get("unjudged"):
-        return None
-    named = [f"{arm} {arms.get(arm)}" for arm in arms["unjudged"]]
+    named = [f"{arm} {arms.get(arm)}" for arm in arms.get("unjudged") or []] if isinstance(arms, dict) else []
     return f"the answers of arm {' and '.join(named)} could not be judged" if named else None
 
 

@@ -19,11 +19,9 @@ from pathlib import Path
 
 from sparkdoctor.fleet import on_node
 from sparkdoctor.locations import data_dir
+from sparkdoctor.targets.early import NO_CWD
 
-BOOTSTRAP = '''\
-import sys
-if sys.path and sys.path[0] == "":  # `python3 -` put the working folder first: a ~/json.py must not run here
-    del sys.path[0]
+BOOTSTRAP = NO_CWD + '''\
 import base64, importlib.machinery, json, zlib
 _SOURCES = json.loads(zlib.decompress(base64.b64decode({blob!r})).decode("utf-8"))
 _NAME = {name!r}
@@ -72,10 +70,7 @@ def probe_of(script: Path) -> str:
 
 # each probe is fed and its output read as on_node does a command's: its last bytes in a ring (on_node._tail)
 TAIL = "\n\n".join(inspect.getsource(f) for f in (on_node._tail, on_node._kept, on_node._feed))
-MULTI = '''\
-import sys
-if sys.path and sys.path[0] == "":  # `python3 -` put the working folder first: a ~/json.py must not run here
-    del sys.path[0]
+MULTI = NO_CWD + '''\
 import json, subprocess, threading, time
 _JOBS = json.loads({jobs!r})
 _LIMIT = {limit!r}

@@ -179,20 +179,19 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
     resolved = path.resolve()
     uri = f"file:{urllib.parse.quote(os.fsencode(resolved))}"  # the path's bytes: any, not only UTF-8
     writable = os.access(resolved, os.W_OK) and os.access(resolved.parent, os.W_OK)
-    if not os.path.lexists(f"{resolved}-wal"):
-        if not writable:
-            return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    if os.path.lexists(f"{resolved}-wal"):
+        db = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            db.execute("PRAGMA user_version").fetchone()  # the first read opens the file (and its WAL)
+            return db
+        except sqlite3.OperationalError:
+            db.close()
+            if writable:
+                raise  # writable storage: a real error, said as such
+    elif writable:
         db = sqlite3.connect(uri + "?mode=rw", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         db.execute("PRAGMA query_only = ON")
         return db
-    db = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-    try:
-        db.execute("PRAGMA user_version").fetchone()  # the first read opens the file (and its WAL)
-        return db
-    except sqlite3.OperationalError:
-        db.close()
-        if writable:
-            raise  # writable storage: a real error, said as such
     return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
 
 
@@ -247,6 +246,9 @@ def connect(path: Path, read_only: bool = False) -> sqlite3.Connection:
         if app not in (0, APPLICATION_ID) or (app == 0 and tables):
             raise LedgerError(f"ledger {path}: an SQLite file of some other program, not a sparkdoctor ledger; "
                               "pass another --ledger")
+        if code := db.execute("SELECT type, name FROM sqlite_master WHERE type NOT IN ('table', 'index') "
+                              "OR sql LIKE 'CREATE VIRTUAL%'").fetchone():  # SQL that runs on a read or a write
+            raise LedgerError(f"ledger {path}: holds the {code[0]} {code[1]!r}, which no sparkdoctor ledger has (its SQL would run as the ledger is read or written); move it aside or pass another --ledger")
         if version < 0:
             raise LedgerError(f"ledger {path}: schema version {version} is not one any sparkdoctor writes (a damaged "
                               "file, or not a ledger); move it aside or pass another --ledger")

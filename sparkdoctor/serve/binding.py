@@ -16,6 +16,7 @@ from pathlib import Path
 from sparkdoctor import proc
 from sparkdoctor.errors import BenchFailure
 from sparkdoctor.inputs import json_answer
+from sparkdoctor.targets.early import NO_CWD
 
 LOCALHOST = "127.0.0.1"
 
@@ -152,7 +153,7 @@ def wide_inside(exec_prefix: list[str], timeout: float = 10.0) -> list[tuple[str
     """(address, port) of the sockets a container's processes listen on beyond loopback, asked of the container
     itself (`exec_prefix`: RUNTIME exec -u 0 NAME) by its python3 or python; None when neither answers."""
     for python in ("python3", "python"):
-        res = proc.run([*exec_prefix, python, "-S", "-c", HELD_INSIDE], timeout=timeout)
+        res = proc.run([*exec_prefix, python, "-S", "-c", NO_CWD + HELD_INSIDE], timeout=timeout)
         if res.ok:
             try:
                 held = [(_address(str(a)), int(p)) for a, p in json_answer(res.stdout.strip().splitlines()[-1])]  # type: ignore[attr-defined]

@@ -214,7 +214,7 @@ class ContainerTarget:
                 "marker": MARKER, "tmp": TMP, "files": files, "back": sorted(back), "max": MAX_CACHE_BYTES,
                 "flags": flags}
         token = secrets.token_hex(16)
-        argv = self.exec_argv([self.python, *early.NO_SITE, "-c", BOOTSTRAP], stdin=True,  # the bootstrap: stdlib only
+        argv = self.exec_argv([self.python, *early.NO_SITE, "-c", early.NO_CWD + BOOTSTRAP], stdin=True,  # the bootstrap: stdlib only
                               seconds=limit + 3 * INSIDE_MARGIN, token=token)  # after the bootstrap's own deadline
         return _InContainer(proc.start(argv, input=json.dumps(head) + "\n" + blob), back, token, self)
 

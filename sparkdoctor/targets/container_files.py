@@ -32,6 +32,7 @@ from typing import Any
 from sparkdoctor import proc
 from sparkdoctor.errors import seconds_from_env
 from sparkdoctor.inputs import NotJSON, NumberTooLong, json_answer
+from sparkdoctor.targets import early
 from sparkdoctor.targets import fileops as ops
 from sparkdoctor.targets.container_reap import reaped
 from sparkdoctor.targets.files import FileError, LinkRefused
@@ -72,7 +73,7 @@ def export_cap(dest: Path) -> int:
 
 @lru_cache(maxsize=1)
 def _source() -> str:
-    return Path(ops.__file__).read_text(encoding="utf-8")
+    return early.NO_CWD + Path(ops.__file__).read_text(encoding="utf-8")
 
 
 class ContainerFiles:

@@ -23,6 +23,7 @@ from sparkdoctor import proc
 from sparkdoctor.inputs import NotJSON, json_answer
 from sparkdoctor.locations import cache_dir, data_dir
 from sparkdoctor.targets.container import ContainerTarget
+from sparkdoctor.targets.early import NO_CWD
 from sparkdoctor.targets.local import TargetError
 
 INSPECT_TIMEOUT = 10.0
@@ -55,7 +56,7 @@ done
 # What each candidate runs: without site (a .pth import line or a sitecustomize.py is the image's code, never run), the
 # import path site would have made rebuilt from files by probes/shared/probe_site.py (it and the probe_io.py it reads
 # with come in the environment), then vLLM looked for, not imported.
-FIND_PY = """import os, sys, types
+FIND_PY = NO_CWD + """import os, sys, types
 for name in ("probe_io", "probe_site"):
     module = types.ModuleType(name)
     module.__file__ = "/.sparkdoctor/shared/" + name + ".py"  # no file: no folder of probes to keep first

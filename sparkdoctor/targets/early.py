@@ -169,6 +169,7 @@ NO_SITE = ["-S", "-B"]
 """How the target's interpreter starts for anything sparkdoctor runs in it to read files (a probe, the liveness ping):
 -S, so `site` never runs the target's .pth import lines, sitecustomize.py or usercustomize.py (a package's code: the
 probes read files, they never run it); -B, no .pyc left in the probes folder or the target."""
+NO_CWD = 'import sys\nif sys.path[:1] == [""]:\n    del sys.path[0]\n'  # starts each script run by `-c` in a container or `-`: the working folder (the image's, a node's) off sys.path
 
 
 def script_argv(python: str, script: str, args: list[str], shared: str | None = None) -> list[str]:
