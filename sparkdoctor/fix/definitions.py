@@ -9,7 +9,6 @@ fix is checked by the matrix loader (it reads the ids only, so matrix never impo
 from __future__ import annotations
 
 import re
-import sys
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,12 +19,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
 from sparkdoctor.fix.interface import ActionKind, DefinitionError
+from sparkdoctor.inputs import MiB, read_toml
 from sparkdoctor.locations import data_dir
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 SCHEMA = 1
 ID_RE = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")
@@ -165,13 +160,7 @@ def touched_packages(spec: ActionSpec) -> set[str]:
 
 def load_file(path: Path) -> FixDefinition:
     where = str(path)
-    try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except OSError as exc:
-        raise DefinitionError(f"{where}: cannot read: {exc.strerror or exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise DefinitionError(f"{where}: not valid TOML: {(str(exc).splitlines() or ['unparsable'])[0]}") from None
+    doc = read_toml(path, MiB, DefinitionError)  # a regular file, 1 MiB at most: a FIFO is refused, never waited on
     schema = doc.get("schema", SCHEMA)
     _need(type(schema) is int and schema == SCHEMA, where, f"field 'schema' is {schema!r}; this sparkdoctor reads fix schema {SCHEMA} (upgrade sparkdoctor for newer files)")
     unknown = set(doc) - _TOP

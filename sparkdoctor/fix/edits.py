@@ -119,7 +119,7 @@ def _command_span(text: str, where: str) -> tuple[int, int]:
 
 def _recipe_command(text: str, where: str) -> list[str]:
     try:
-        doc = tomllib.loads(text)
+        doc = tomllib.loads(text.removeprefix("\ufeff"))  # a byte-order mark, as the recipe reader passes it over
     except tomllib.TOMLDecodeError as exc:
         raise FixError(f"{where}: not valid TOML: {str(exc).splitlines()[0]}") from None
     cmd = doc.get("command")
