@@ -73,7 +73,7 @@ def load_config(explicit: Path | None = None) -> Config:
         return Config()
     doc = read_toml(path, MAX_TOML_BYTES, ConfigError)
     _refuse_unknown(doc, path)
-    check = doc.get("check", {})
+    check = section if isinstance(section := doc.get("check", {}), dict) else {}  # _refuse_unknown said it is a table
     return Config(path=str(path), ignore=_ignores(check.get("ignore", []), path), fail_on=_fail_on(check.get("fail_on"), path))
 
 

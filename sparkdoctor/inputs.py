@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import importlib
 import json
 import math
 import os
@@ -33,6 +34,7 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 from typing import BinaryIO
 
 from sparkdoctor import proc
@@ -170,16 +172,18 @@ def read_text(path: Path | str, max_bytes: int | None = None, stream: bool = Fal
     return read_bytes(path, max_bytes, stream).decode("utf-8")
 
 
-def read_toml(path: Path | str, max_bytes: int, error: type[Exception]) -> dict:
+def toml_module() -> ModuleType:
+    """tomllib (tomli before Python 3.11), imported on first use (~10 ms): a warm check reads its matrix from the cache."""
+    return importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
+
+
+def read_toml(path: Path | str, max_bytes: int, error: type[Exception]) -> dict[str, object]:
     """A TOML file the user names (config, matrix, recipe, fix definition) as a dict, read as read_bytes reads it; else
     `error`, one line naming the file. A UTF-8 byte-order mark at its start (Windows editors write one) is passed over:
     tomllib refused it as an "Invalid statement (at line 1, column 1)"."""
-    if sys.version_info >= (3, 11):  # imported here (~10 ms): a warm check reads its matrix from the cache
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
+    tomllib = toml_module()
     try:
-        return tomllib.loads(read_bytes(path, max_bytes).decode("utf-8-sig"))
+        return dict(tomllib.loads(read_bytes(path, max_bytes).decode("utf-8-sig")))
     except OSError as exc:
         raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:

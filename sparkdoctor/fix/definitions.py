@@ -160,7 +160,7 @@ def touched_packages(spec: ActionSpec) -> set[str]:
 
 def load_file(path: Path) -> FixDefinition:
     where = str(path)
-    doc = read_toml(path, MiB, DefinitionError)  # a regular file, 1 MiB at most: a FIFO is refused, never waited on
+    doc: Any = read_toml(path, MiB, DefinitionError)  # a regular file, 1 MiB at most: a FIFO is refused, never waited on
     schema = doc.get("schema", SCHEMA)
     _need(type(schema) is int and schema == SCHEMA, where, f"field 'schema' is {schema!r}; this sparkdoctor reads fix schema {SCHEMA} (upgrade sparkdoctor for newer files)")
     unknown = set(doc) - _TOP

@@ -11,18 +11,15 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import sys
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from sparkdoctor.fix.envfile import env_lines
 from sparkdoctor.fix.interface import FixError
+from sparkdoctor.inputs import toml_module
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+tomllib = toml_module()
 
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=")
 

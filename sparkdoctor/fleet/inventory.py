@@ -26,19 +26,15 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 
 from sparkdoctor.errors import InputError
 from sparkdoctor.fleet.transport import Node
-from sparkdoctor.inputs import read_text
+from sparkdoctor.inputs import read_text, toml_module
 from sparkdoctor.recipes.model import RecipeError
 from sparkdoctor.recipes.yamlsafe import read_yaml
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+tomllib = toml_module()
 
 HOST_RE = re.compile(r"^[A-Za-z0-9_.@%:\[\]-]+$")
 # host:port, [address] and [address]:port: ssh takes none of them as a destination ("Could not resolve hostname");

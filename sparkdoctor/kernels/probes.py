@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from sparkdoctor.arch import FIRST_PTX, parse_arch
 from sparkdoctor.errors import InputError
+from sparkdoctor.inputs import toml_module
 from sparkdoctor.locations import data_dir
 from sparkdoctor.patterns import regex_error
 from sparkdoctor.ptxas import version_tuple
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+tomllib = toml_module()
 
 ARCH_PLACEHOLDER = "@ARCH@"
 

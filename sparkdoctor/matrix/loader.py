@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from functools import lru_cache
 from itertools import takewhile
 from pathlib import Path
@@ -18,20 +17,11 @@ from pathlib import Path
 from sparkdoctor import (
     locations,  # called through the module: tests point data_dir at their own matrix
 )
-from sparkdoctor.inputs import read_text, read_toml
+from sparkdoctor.inputs import read_text, read_toml, toml_module
 from sparkdoctor.matrix.cache import cached
 from sparkdoctor.matrix.model import Entry, Matrix, MatrixError, Stack
 from sparkdoctor.matrix.tracking import Tracking, check_bracketable, tracking_from
 from sparkdoctor.vocab import CUTEDSL_KERNELS
-
-
-def _tomllib():
-    """tomllib, imported on first use (~10 ms): a warm check reads its matrix from the cache."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    return tomllib
 
 SCHEMA = 1  # the matrix file format this sparkdoctor reads; `schema` may be left out
 # Bytes of one TOML file read at most (a matrix file, the config): the largest bundled matrix file is 68 KB. A
@@ -55,7 +45,7 @@ def _ptx_probe_ids() -> set[str]:
     module (~30 ms) into every `check --no-kernels` and `--facts` run just to validate names;
     tests/test_matrix_engine.py checks that load_probes finds the same ids."""
 
-    tomllib = _tomllib()
+    tomllib = toml_module()
     ids = set()
     for path in sorted((locations.data_dir("probes") / "kernels").glob("*.ptx")):
         try:
