@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparkdoctor.errors import InputError, OneLine
+from sparkdoctor.inputs import read_toml
 from sparkdoctor.locations import config_file
 from sparkdoctor.matrix import SEVERITIES, Matrix
-from sparkdoctor.matrix.loader import read_toml
+from sparkdoctor.matrix.loader import MAX_TOML_BYTES
 
 ENV_VAR = "SPARKDOCTOR_CONFIG"
 SECTIONS = {"check": {"ignore", "fail_on"}}
@@ -70,9 +71,9 @@ def load_config(explicit: Path | None = None) -> Config:
     path = find_config(explicit)
     if path is None:
         return Config()
-    doc = read_toml(path, ConfigError)
+    doc = read_toml(path, MAX_TOML_BYTES, ConfigError)
     _refuse_unknown(doc, path)
-    check = doc.get("check", {})
+    check = section if isinstance(section := doc.get("check", {}), dict) else {}  # _refuse_unknown said it is a table
     return Config(path=str(path), ignore=_ignores(check.get("ignore", []), path), fail_on=_fail_on(check.get("fail_on"), path))
 
 

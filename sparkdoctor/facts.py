@@ -45,6 +45,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
@@ -228,8 +229,11 @@ class Facts:
             raise FactsError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
         except NonFinite as exc:  # no reading carries one, and `check --facts --format json` would print it as non-JSON
             raise FactsError(f"{path}: not a snapshot: the number {exc} is not finite") from None
-        except (ValueError, RecursionError) as exc:  # a 5,000-digit number; nesting deeper than Python's stack
-            raise FactsError(f"{path}: not a snapshot: {str(exc)[:200]}") from None
+        except RecursionError:  # arrays in arrays deeper than Python's stack
+            raise FactsError(f"{path}: not a snapshot: nested too deeply to read") from None
+        except ValueError:  # json.loads' plain ValueError: an integer of more digits than int() reads
+            raise FactsError(f"{path}: not a snapshot: a number longer than {sys.get_int_max_str_digits():,} digits "
+                             "(more than Python reads as an integer)") from None
         return cls.from_dict(_snapshot_in(data, path), source=str(path))
 
     def save(self, path: Path) -> None:

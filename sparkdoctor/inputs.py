@@ -23,15 +23,18 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import importlib
 import json
 import math
 import os
 import re
 import select
 import stat
+import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 from typing import BinaryIO
 
 from sparkdoctor import proc
@@ -167,6 +170,30 @@ def read_bytes(path: Path | str, max_bytes: int | None = None, stream: bool = Fa
 def read_text(path: Path | str, max_bytes: int | None = None, stream: bool = False) -> str:
     """read_bytes decoded as UTF-8 (UnicodeDecodeError as Path.read_text raises it)."""
     return read_bytes(path, max_bytes, stream).decode("utf-8")
+
+
+def toml_module() -> ModuleType:
+    """tomllib (tomli before Python 3.11), imported on first use (~10 ms): a warm check reads its matrix from the cache."""
+    return importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
+
+
+def read_toml(path: Path | str, max_bytes: int, error: type[Exception]) -> dict[str, object]:
+    """A TOML file the user names (config, matrix, recipe, fix definition) as a dict, read as read_bytes reads it; else
+    `error`, one line naming the file. A UTF-8 byte-order mark at its start (Windows editors write one) is passed over:
+    tomllib refused it as an "Invalid statement (at line 1, column 1)"."""
+    tomllib = toml_module()
+    try:
+        return dict(tomllib.loads(read_bytes(path, max_bytes).decode("utf-8-sig")))
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{path}: not valid TOML: {(str(exc).splitlines() or ['unparsable'])[0]}") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None
+    except RecursionError:
+        raise error(f"{path}: not usable TOML: nested too deeply") from None
+    except ValueError as exc:  # tomllib's int() of a number past Python's 4,300-digit limit
+        raise error(f"{path}: not valid TOML: {str(exc).splitlines()[0][:160]}") from None
 
 
 def _read_all(fd: int, max_bytes: int | None) -> bytes:

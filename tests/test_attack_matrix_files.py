@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor.matrix.loader import MAX_TOML_BYTES, load, read_toml
+from sparkdoctor.inputs import read_toml
+from sparkdoctor.matrix.loader import MAX_TOML_BYTES, load
 from sparkdoctor.matrix.model import MatrixError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +60,7 @@ def test_a_file_within_the_limit_reads_as_before(tmp_path):
     assert largest.stat().st_size * 8 < MAX_TOML_BYTES
     path = tmp_path / "a.toml"
     path.write_text(ENTRY.format(summary="A" * 900_000), encoding="utf-8")
-    assert read_toml(path)["entry"][0]["id"] == "big"
+    assert read_toml(path, MAX_TOML_BYTES, MatrixError)["entry"][0]["id"] == "big"
     assert load(path).entries[0].summary == "A" * 900_000
 
 

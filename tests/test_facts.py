@@ -215,3 +215,21 @@ def test_an_unprintable_schema_value_is_named_by_its_type(schema):
     with pytest.raises(FactsError) as info:
         Facts.from_dict({"schema": deep})
     assert f"a {type(deep).__name__}" in str(info.value)
+
+
+@pytest.mark.parametrize("digits", [5_000, 10_000])
+def test_a_snapshot_with_a_number_too_long_names_the_file_and_the_number_through_check(tmp_path, digits):
+    """`check --facts` on a snapshot (perhaps from another box) holding a number of more digits than int() reads: before,
+    Python's own words (`not a snapshot: Exceeds the limit (4300 digits) for integer string conversion ...`)."""
+    import resource
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.json"
+    path.write_text('{"schema": 1, "gpus": [' + "9" * digits + "]}")
+    done = subprocess.run([sys.executable, "-m", "sparkdoctor", "check", "--facts", str(path)], capture_output=True,
+                          text=True, check=False, cwd=tmp_path,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CPU, (60, 60)))
+    assert done.returncode == 2 and done.stdout == "", done
+    assert done.stderr == (f"sparkdoctor: error: {path}: not a snapshot: a number longer than "
+                           f"{sys.get_int_max_str_digits():,} digits (more than Python reads as an integer)\n")

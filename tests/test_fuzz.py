@@ -281,9 +281,9 @@ def test_matrix_listing(work, blob, fmt):
 
 
 def written_ignores(blob: bytes) -> set[str] | None:
-    """The ids a config file names under check.ignore (None: not readable as TOML)."""
+    """The ids a config file names under check.ignore (None: not readable as TOML; a byte-order mark at the start is passed over, as the config reader does)."""
     try:
-        doc = tomllib.loads(blob.decode("utf-8"))
+        doc = tomllib.loads(blob.decode("utf-8-sig"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError):
         return None
     check = doc.get("check")

@@ -336,3 +336,32 @@ def test_the_answers_that_only_steer_stay_quiet_and_raise_nothing(tmp_path, dock
     assert binding.wide_inside([docker.path]) is None
     assert container_launch.host_gpu_setup([docker.path])[1] == []
     assert _parts(json.dumps({"x": 1})[:-1] + ", " + '"y": ' + DIGITS + "}", 1) == (None, None)
+
+
+# ---- longer numbers and deep nesting, through the readers of a container CLI's, an interpreter's, a server's answer --
+
+LONGER = '[{"Id": "c", "x": ' + "9" * 10_000 + "}]"
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("answer", [LONGER, DEEP], ids=["10000-digits", "deep"])
+def test_hostile_answers_end_bounded_in_the_container_site_and_server_readers(answer, tmp_path, monkeypatch, docker):
+    """Each reader turns the answer into its own outcome (one line, or "no answer" where the answer only steers) and
+    never a traceback; nesting thousands deep is no RecursionError let out."""
+    from sparkdoctor.bench.http import HttpError, run
+    from sparkdoctor.bench.server import detect
+    from sparkdoctor.serve import container_launch
+
+    docker.answer.write_text(answer)
+    assert container_launch.sweep_leftovers([docker.path]) == []  # ps and inspect both answered with it: nothing removed
+    said = _launch_image(answer, tmp_path, monkeypatch, docker)
+    assert "\n" not in said and "Traceback" not in said and "9" * 50 not in said, said
+    said = _container_site(answer, tmp_path, monkeypatch, docker)
+    assert said.startswith("container c (python3): its interpreter ") and "9" * 50 not in said, said
+    with _Server({"/v1/models": answer.encode()}) as server:
+        try:
+            found = run(detect(server.url)).models
+        except HttpError as exc:  # the number too long: said so
+            assert str(exc) == f"GET /v1/models: its answer {NUMBER_TOO_LONG}" and answer is LONGER
+        else:  # too deep: no JSON, a generic server as for any answer that is none
+            assert found == [] and answer is DEEP

@@ -19,8 +19,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
 from sparkdoctor.fix.interface import ActionKind, DefinitionError
+from sparkdoctor.inputs import MiB, read_toml
 from sparkdoctor.locations import data_dir
-from sparkdoctor.toml import tomllib
 
 SCHEMA = 1
 ID_RE = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")
@@ -160,13 +160,7 @@ def touched_packages(spec: ActionSpec) -> set[str]:
 
 def load_file(path: Path) -> FixDefinition:
     where = str(path)
-    try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except OSError as exc:
-        raise DefinitionError(f"{where}: cannot read: {exc.strerror or exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise DefinitionError(f"{where}: not valid TOML: {(str(exc).splitlines() or ['unparsable'])[0]}") from None
+    doc: Any = read_toml(path, MiB, DefinitionError)  # a regular file, 1 MiB at most: a FIFO is refused, never waited on
     schema = doc.get("schema", SCHEMA)
     _need(type(schema) is int and schema == SCHEMA, where, f"field 'schema' is {schema!r}; this sparkdoctor reads fix schema {SCHEMA} (upgrade sparkdoctor for newer files)")
     unknown = set(doc) - _TOP

@@ -17,7 +17,9 @@ from packaging.utils import canonicalize_name
 
 from sparkdoctor.fix.envfile import env_lines
 from sparkdoctor.fix.interface import FixError
-from sparkdoctor.toml import tomllib
+from sparkdoctor.inputs import toml_module
+
+tomllib = toml_module()
 
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=")
 
@@ -114,7 +116,7 @@ def _command_span(text: str, where: str) -> tuple[int, int]:
 
 def _recipe_command(text: str, where: str) -> list[str]:
     try:
-        doc = tomllib.loads(text)
+        doc = tomllib.loads(text.removeprefix("\ufeff"))  # a byte-order mark, as the recipe reader passes it over
     except tomllib.TOMLDecodeError as exc:
         raise FixError(f"{where}: not valid TOML: {str(exc).splitlines()[0]}") from None
     cmd = doc.get("command")

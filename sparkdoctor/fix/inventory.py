@@ -122,6 +122,9 @@ def read(target: Target, hash_names: list[str] | tuple[str, ...] = (), before_ch
     args = [a for n in hash_names for a in ("--hash", n)]
     try:
         data = parse_json_probe(target, SCRIPT, target.run_script(SCRIPT, args, TIMEOUT))
+        if odd := [p for p in data.get("odd_links") or [] if isinstance(p, str)]:  # pip would wait on it in every run
+            raise TargetError(f"{odd[0]} is no regular file (a FIFO, a device or a folder): pip opens every .egg-link "
+                              "in that folder and would wait on it; remove it first")
     except TargetError as exc:
         if before_changes:
             raise TargetUnprobeable(f"{exc}; nothing was changed") from None

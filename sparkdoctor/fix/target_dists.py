@@ -20,6 +20,7 @@ import io
 import json
 import os
 import re
+import stat
 import sys
 
 if "sparkdoctor_site" in getattr(sys, "_xoptions", {}):  # -S -X sparkdoctor_site=FOLDER: probe_site.py's folder
@@ -82,17 +83,32 @@ def mismatches(location, rows):
 def egg_link(name, folders):
     """`setup.py develop` (and pip's legacy `install -e`) leaves NAME.egg-link in site-packages (or the user site, with
     --user) and no direct_url.json: the path it names, as pip finds it (the name as given, then with runs of other
-    characters as -)."""
+    characters as -). One that is no regular file (a FIFO, a device, a folder) is never waited on: odd_links names it."""
     for folder in folders:
         for stem in (name, re.sub(r"[^A-Za-z0-9.]+", "-", name)):
+            path = os.path.join(folder, stem + ".egg-link")
             try:
-                with open(os.path.join(folder, stem + ".egg-link"), encoding="utf-8") as fh:
-                    first = fh.readline(4096).strip()
-            except (OSError, ValueError):
+                fh = os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb")
+            except OSError:
                 continue
+            with fh:
+                first = fh.readline(4096).decode("utf-8", "replace").strip() if stat.S_ISREG(os.fstat(fh.fileno()).st_mode) else ""
             if first:
                 return first
     return None
+
+
+def odd_links(folders):
+    """Each *.egg-link in `folders` that is no regular file (a FIFO, a device, a folder), found by stat alone: pip opens
+    every .egg-link there, blocking, whenever it lists what is installed, so any pip run would wait on a FIFO."""
+    odd = []
+    for folder in folders:
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".egg-link"))
+        except OSError:
+            continue
+        odd += [p for p in (os.path.join(folder, n) for n in names) if os.path.lexists(p) and not os.path.isfile(p)]
+    return odd
 
 
 def link_folders(purelib):
@@ -247,6 +263,7 @@ def main(argv):
         "read_only": read_only(purelib),
         "version": "%d.%d" % sys.version_info[:2],
         "dists": dists,
+        "odd_links": odd_links(folders),
     }
     sys.stdout.write(json.dumps(out) + "\n")
     return 0

@@ -30,10 +30,11 @@ from pathlib import Path
 
 from sparkdoctor.errors import InputError
 from sparkdoctor.fleet.transport import Node
-from sparkdoctor.inputs import read_text
+from sparkdoctor.inputs import read_text, toml_module
 from sparkdoctor.recipes.model import RecipeError
 from sparkdoctor.recipes.yamlsafe import read_yaml
-from sparkdoctor.toml import tomllib
+
+tomllib = toml_module()
 
 HOST_RE = re.compile(r"^[A-Za-z0-9_.@%:\[\]-]+$")
 # host:port, [address] and [address]:port: ssh takes none of them as a destination ("Could not resolve hostname");

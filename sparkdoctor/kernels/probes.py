@@ -10,10 +10,12 @@ from pathlib import Path
 
 from sparkdoctor.arch import FIRST_PTX, parse_arch
 from sparkdoctor.errors import InputError
+from sparkdoctor.inputs import toml_module
 from sparkdoctor.locations import data_dir
 from sparkdoctor.patterns import regex_error
 from sparkdoctor.ptxas import version_tuple
-from sparkdoctor.toml import tomllib
+
+tomllib = toml_module()
 
 ARCH_PLACEHOLDER = "@ARCH@"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from sparkdoctor import (
     locations,  # called through the module: tests point data_dir at their own matrix
 )
-from sparkdoctor.inputs import read_text
+from sparkdoctor.inputs import read_text, read_toml, toml_module
 from sparkdoctor.matrix.cache import cached
 from sparkdoctor.matrix.model import Entry, Matrix, MatrixError, Stack
 from sparkdoctor.matrix.tracking import Tracking, check_bracketable, tracking_from
@@ -45,7 +45,7 @@ def _ptx_probe_ids() -> set[str]:
     module (~30 ms) into every `check --no-kernels` and `--facts` run just to validate names;
     tests/test_matrix_engine.py checks that load_probes finds the same ids."""
 
-    from sparkdoctor.toml import tomllib
+    tomllib = toml_module()
     ids = set()
     for path in sorted((locations.data_dir("probes") / "kernels").glob("*.ptx")):
         try:
@@ -62,24 +62,6 @@ def _ptx_probe_ids() -> set[str]:
     return ids
 
 
-def read_toml(path: Path, error: type[Exception] = MatrixError) -> dict:
-    """A TOML file as a dict, or `error` with one line naming the file (shared with the config); tomllib is imported
-    here, on first use (~10 ms): a warm check reads its matrix from the cache."""
-    from sparkdoctor.toml import tomllib
-    try:  # a regular file only: a FIFO or device is refused, never waited on
-        return tomllib.loads(read_text(path, MAX_TOML_BYTES))
-    except OSError as exc:
-        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise error(f"{path}: not valid TOML: {str(exc).splitlines()[0] if str(exc) else 'unparsable'}") from None
-    except UnicodeDecodeError as exc:
-        raise error(f"{path}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None
-    except RecursionError:
-        raise error(f"{path}: not usable TOML: nested too deeply") from None
-    except ValueError as exc:  # tomllib's int() of a number past Python's 4,300-digit limit
-        raise error(f"{path}: not usable TOML: {str(exc).splitlines()[0][:120]}") from None
-
-
 def load_file(path: Path) -> tuple[list[Entry], list[Stack], Tracking]:
     from sparkdoctor.matrix.schema import (  # not needed when the parsed matrix is cached
         entry_from,
@@ -87,7 +69,7 @@ def load_file(path: Path) -> tuple[list[Entry], list[Stack], Tracking]:
     )
 
     where = str(path)
-    doc = read_toml(path)
+    doc = read_toml(path, MAX_TOML_BYTES, MatrixError)
     schema = doc.get("schema", SCHEMA)
     if type(schema) is not int or schema != SCHEMA:
         raise MatrixError(f"{where}: field 'schema' is {schema!r}; this sparkdoctor reads matrix schema {SCHEMA} (upgrade sparkdoctor for newer files)")

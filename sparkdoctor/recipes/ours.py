@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sparkdoctor.inputs import read_text
+from sparkdoctor.inputs import read_toml as read_toml_file
 from sparkdoctor.recipes import resolve
 from sparkdoctor.recipes.model import (
     DEFAULT_READINESS,
@@ -22,7 +22,6 @@ from sparkdoctor.recipes.model import (
     flag_value,
 )
 from sparkdoctor.recipes.yamlsafe import MAX_BYTES
-from sparkdoctor.toml import tomllib
 
 SCHEMA = 1
 FIELDS = {"schema", "name", "description", "command", "model", "served_model_name", "host", "port", "env",
@@ -31,18 +30,7 @@ TOP_PARAMS = ("model", "served_model_name", "host", "port")
 
 
 def read_toml(path: Path) -> dict[str, object]:
-    try:
-        return tomllib.loads(read_text(path, MAX_BYTES))
-    except tomllib.TOMLDecodeError as exc:
-        raise RecipeError(f"{path}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise RecipeError(f"{path}: not UTF-8 text ({exc.reason})") from None
-    except ValueError as exc:  # tomllib's int() of a number of over 4,300 digits
-        raise RecipeError(f"{path}: not valid TOML: {' '.join(str(exc).split())[:160]}") from None
-    except OSError as exc:
-        raise RecipeError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except RecursionError:
-        raise RecipeError(f"{path}: nested too deeply to read") from None
+    return read_toml_file(path, MAX_BYTES, RecipeError)
 
 
 def read(doc: dict[str, Any], path: Path, overrides: dict[str, str] | None) -> Recipe:

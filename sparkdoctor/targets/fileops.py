@@ -14,6 +14,7 @@ renamed or unlinked by the folder's fd, so a link planted while it runs is refus
 
 import base64
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -40,10 +41,20 @@ def _why(exc):
     return getattr(exc, "strerror", None) or str(exc)
 
 
+def open_regular(path):
+    """A binary handle on `path` (links followed), judged by fstat of what was opened, not by a stat of the name before
+    (a FIFO swapped in between): opened without blocking, anything but a regular file is an OSError, never waited on."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a folder)")
+    return os.fdopen(fd, "rb")
+
+
 def sha256_of(path) -> str:
     """A file's sha256 (hex), read in 1 MiB chunks."""
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
@@ -89,7 +100,7 @@ def read(path):
     try:
         if os.path.getsize(path) > MAX_READ:
             raise OpError("%s: larger than %d bytes; not a file a plan edits" % (path, MAX_READ))
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             return fh.read()
     except OSError as exc:
         raise OpError("%s: cannot read: %s" % (path, _why(exc)))
@@ -319,7 +330,7 @@ def export_tar(paths, out):
             if not os.path.isfile(path):
                 continue
             try:
-                with open(path, "rb") as fh:
+                with open_regular(path) as fh:
                     st = os.fstat(fh.fileno())
                     member = tarfile.TarInfo(str(i))
                     member.size, member.mode, member.mtime = st.st_size, stat.S_IMODE(st.st_mode), int(st.st_mtime)

@@ -62,7 +62,7 @@ class LocalFiles:
             target = Path(dest) / str(i)
             tmp = target.with_name(f".{target.name}.tmp")  # until the copy is complete
             try:
-                with open(path, "rb") as fin, open(tmp, "wb") as fout:
+                with ops.open_regular(path) as fin, open(tmp, "wb") as fout:  # a FIFO swapped in: refused, not waited on
                     shutil.copyfileobj(fin, fout, 1 << 20)
                     fout.flush()
                     os.fsync(fout.fileno())
