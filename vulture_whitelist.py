@@ -85,3 +85,15 @@ algbw_gbs  # unused variable (sparkdoctor/fleet/toolparse.py)
 cache_config  # unused variable (sparkdoctor/bench/served.py): a TypedDict key, written in a dict literal
 # asyncio.wrap_future calls a concurrent Future's set_running_or_notify_cancel before it cancels it (lookup.Lookup)
 _.set_running_or_notify_cancel  # unused method (sparkdoctor/lookup.py)
+
+# The kernel probes' references: a probe header (probes/kernels/*.ptx) names them, kernels/gpu_run.py looks them up
+fp8_mma_inputs  # unused function (sparkdoctor/fp_reference/probes.py)
+fp8_mma_expected  # unused function (sparkdoctor/fp_reference/probes.py)
+fp4_mma_inputs  # unused function (sparkdoctor/fp_reference/probes.py)
+fp4_mma_expected  # unused function (sparkdoctor/fp_reference/probes.py)
+nvfp4_mma_inputs  # unused function (sparkdoctor/fp_reference/probes.py)
+nvfp4_mma_expected  # unused function (sparkdoctor/fp_reference/probes.py)
+mxf4_mma_inputs  # unused function (sparkdoctor/fp_reference/probes.py)
+mxf4_mma_expected  # unused function (sparkdoctor/fp_reference/probes.py)
+e2m1_cvt_inputs  # unused function (sparkdoctor/fp_reference/probes.py)
+e2m1_cvt_expected  # unused function (sparkdoctor/fp_reference/probes.py)

@@ -186,7 +186,8 @@ def test_a_fifo_in_the_kernel_cache_is_a_miss_not_a_wait(tmp_path, no_disassembl
 # other job gets the reference's own outputs.
 POISONING_RUNNER = """
 import json, struct, sys, time
-from sparkdoctor import fp_reference, kernels
+from sparkdoctor import kernels
+from sparkdoctor.fp_reference import probes as fp_probes
 BAD, MODE = {bad!r}, {mode!r}
 results, poisoned = [], None
 for job in json.load(sys.stdin)["jobs"]:
@@ -201,7 +202,7 @@ for job in json.load(sys.stdin)["jobs"]:
     else:
         probe = next(p for p in kernels.load_probes() if p.entry == job["entry"])
         inputs = {{b["name"]: bytes.fromhex(b["hex"]) for b in job["buffers"] if "hex" in b}}
-        for want in getattr(fp_reference, probe.reference)(inputs):
+        for want in getattr(fp_probes, probe.reference)(inputs):
             r["outputs"][want.name] = struct.pack(f"<{{len(want.values)}}{{want.fmt}}", *want.values).hex()
         r.update(ok=True, error=None)
     results.append(r)
@@ -240,19 +241,19 @@ def test_a_real_runner_reply_with_a_fault_reads_as_the_driver_said(tmp_path, mon
     answer, and the fp8 output is the reference's to the bit."""
     from pathlib import Path
 
-    from sparkdoctor import fp_reference
+    from sparkdoctor.fp_reference import probes as fp_probes
 
     reply = Path(__file__).parent / "data" / "h200" / "cuda-driver-fault-reply.json"
     script = tmp_path / "runner.py"
     script.write_text(f"import sys\nsys.stdin.read()\nprint(open({str(reply)!r}).read())\n")
     monkeypatch.setattr(cuda_driver, "__file__", str(script))
-    inputs = fp_reference.fp8_mma_inputs()
+    inputs = fp_probes.fp8_mma_inputs()
     fp8 = [{"name": n, "hex": v.hex()} if isinstance(v, bytes) else {"name": n, "size": v} for n, v in inputs.items()]
     requests = [{"id": i, "buffers": fp8} for i in ("fp8", "missing")] + [{"id": "fault", "buffers": [{"name": "out", "size": 4}]},
                                                                           {"id": "fp8-after-fault", "buffers": fp8}]
     good, missing, fault, after = kernels.gpu_run._run_child(requests)
     assert good["ok"] and good["device"] == {"ordinal": 0, "name": "NVIDIA H200", "cc": "9.0"}
-    [want] = fp_reference.fp8_mma_expected({k: v for k, v in inputs.items() if isinstance(v, bytes)})
+    [want] = fp_probes.fp8_mma_expected({k: v for k, v in inputs.items() if isinstance(v, bytes)})
     assert want.compare(bytes.fromhex(good["outputs"]["d"])) == (True, "d: all 128 values match the reference")
     assert missing["error"] == "cuModuleGetFunction: CUDA_ERROR_NOT_FOUND (named symbol not found)"
     assert fault["error"].startswith("cuCtxSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS")

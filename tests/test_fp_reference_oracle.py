@@ -15,7 +15,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from sparkdoctor import fp_reference as fr
+from sparkdoctor.fp_reference import formats as fp_formats
+from sparkdoctor.fp_reference import mma as fp_mma
+from sparkdoctor.fp_reference import probes as fp_probes
 
 E2M1, E4M3, E8M0 = ml_dtypes.float4_e2m1fn, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e8m0fnu
 
@@ -32,25 +34,25 @@ def _same(a: float, b: float) -> bool:
 
 
 def test_every_e2m1_code_decodes_as_ml_dtypes_does():
-    assert all(_same(fr.e2m1_decode(c), v) for c, v in enumerate(_decode_all(E2M1, 16)))
+    assert all(_same(fp_formats.e2m1_decode(c), v) for c, v in enumerate(_decode_all(E2M1, 16)))
 
 
 def test_every_e4m3_and_ue4m3_byte_decodes_as_ml_dtypes_does():
     want = _decode_all(E4M3, 256)
-    assert all(_same(fr.e4m3_decode(b), want[b]) for b in range(256))
-    assert all(_same(fr.ue4m3_decode(b), want[b]) for b in range(0x80))  # NVFP4's scale: E4M3 with the sign clear
+    assert all(_same(fp_formats.e4m3_decode(b), want[b]) for b in range(256))
+    assert all(_same(fp_formats.ue4m3_decode(b), want[b]) for b in range(0x80))  # NVFP4's scale: E4M3 with the sign clear
 
 
 def test_every_ue8m0_byte_decodes_as_ml_dtypes_does():
     want = _decode_all(E8M0, 256)
-    assert all(_same(fr.ue8m0_decode(b), want[b]) for b in range(256))
+    assert all(_same(fp_formats.ue8m0_decode(b), want[b]) for b in range(256))
 
 
 def _e2m1_by_ml_dtypes(x: float) -> int:
     return int(np.array([x], dtype=np.float32).astype(E2M1).view(np.uint8)[0]) & 0xF
 
 
-TIES = [(lo + hi) / 2 for lo, hi in zip(fr.E2M1_MAGNITUDES, fr.E2M1_MAGNITUDES[1:], strict=False)]
+TIES = [(lo + hi) / 2 for lo, hi in zip(fp_formats.E2M1_MAGNITUDES, fp_formats.E2M1_MAGNITUDES[1:], strict=False)]
 
 
 @settings(max_examples=800, deadline=None, derandomize=True, database=None)
@@ -62,9 +64,9 @@ TIES = [(lo + hi) / 2 for lo, hi in zip(fr.E2M1_MAGNITUDES, fr.E2M1_MAGNITUDES[1
 def test_e2m1_rounding_agrees_with_ml_dtypes_on_every_non_nan_f32(bits):
     """Round to nearest, ties to even, saturating at 6 (ml_dtypes casts float4_e2m1fn so; cvt.rn.satfinite too).
     NaN is left out on purpose: ml_dtypes turns it into 0, PTX's .satfinite into +MAX_NORM (6)."""
-    x = fr.f32_from_bits(bits)
+    x = fp_formats.f32_from_bits(bits)
     if not math.isnan(x):
-        assert fr.e2m1_encode(x) == _e2m1_by_ml_dtypes(x), x
+        assert fp_formats.e2m1_encode(x) == _e2m1_by_ml_dtypes(x), x
 
 
 def test_e2m1_rounding_agrees_with_ml_dtypes_on_a_sweep_of_every_exponent():
@@ -73,16 +75,16 @@ def test_e2m1_rounding_agrees_with_ml_dtypes_on_a_sweep_of_every_exponent():
     xs = bits.view(np.float32)
     keep = ~np.isnan(xs)
     want = xs[keep].astype(E2M1).view(np.uint8) & 0xF
-    got = np.array([fr.e2m1_encode(float(x)) for x in xs[keep]], dtype=np.uint8)
+    got = np.array([fp_formats.e2m1_encode(float(x)) for x in xs[keep]], dtype=np.uint8)
     assert np.array_equal(got, want), xs[keep][got != want][:5]
 
 
 @pytest.mark.parametrize("tie", TIES)
 def test_e2m1_ties_and_their_f32_neighbours_agree_with_ml_dtypes(tie):
-    bits = fr.f32_bits(tie)
+    bits = fp_formats.f32_bits(tie)
     for b in (bits - 1, bits, bits + 1, bits | 0x8000_0000):
-        x = fr.f32_from_bits(b)
-        assert fr.e2m1_encode(x) == _e2m1_by_ml_dtypes(x), x
+        x = fp_formats.f32_from_bits(b)
+        assert fp_formats.e2m1_encode(x) == _e2m1_by_ml_dtypes(x), x
 
 
 # ---- the MMAs, recomputed with numpy from the probe's own bytes ------------------------------------
@@ -153,35 +155,35 @@ def _decode(codes: np.ndarray, dtype) -> np.ndarray:
 @pytest.mark.parametrize(("name", "block", "scale_dtype"), [("nvfp4_mma", 16, E4M3), ("mxf4_mma", 32, E8M0)])
 def test_block_scaled_probes_match_numpy(name, block, scale_dtype):
     """NVFP4: a UE4M3 scale per 16 elements along K; MXFP4: a UE8M0 scale per 32 (OCP MX)."""
-    buffers = getattr(fr, f"{name}_inputs")()
+    buffers = getattr(fp_probes, f"{name}_inputs")()
     a = _decode(_k64_4bit(buffers["a"], 16), E2M1)
     b = _decode(_k64_4bit(buffers["b"], 8), E2M1).T
     sfa = np.repeat(_decode(_scales(buffers["sfa"], 16, 64 // block), scale_dtype), block, axis=1)
     sfb = np.repeat(_decode(_scales(buffers["sfb"], 8, 64 // block), scale_dtype), block, axis=1).T
     d = (a * sfa) @ (b * sfb) + _c(buffers["c"])
-    [expected] = getattr(fr, f"{name}_expected")({k: v for k, v in buffers.items() if isinstance(v, bytes)})
+    [expected] = getattr(fp_probes, f"{name}_expected")({k: v for k, v in buffers.items() if isinstance(v, bytes)})
     assert expected.values == _in_d_order(d)
     assert len(set(sfa.flatten())) > 2 and len(set(sfb.flatten())) > 2  # the scales really vary
 
 
-@pytest.mark.parametrize(("name", "dtype", "shift"), [("fp4_mma", E2M1, fr.E2M1_CONTAINER_SHIFT), ("fp8_mma", E4M3, 0)])
+@pytest.mark.parametrize(("name", "dtype", "shift"), [("fp4_mma", E2M1, fp_probes.E2M1_CONTAINER_SHIFT), ("fp8_mma", E4M3, 0)])
 def test_unscaled_probes_match_numpy(name, dtype, shift):
-    buffers = getattr(fr, f"{name}_inputs")()
+    buffers = getattr(fp_probes, f"{name}_inputs")()
     a = _decode(_k32_8bit(buffers["a"], 16, shift), dtype)
     b = _decode(_k32_8bit(buffers["b"], 8, shift), dtype).T
     d = a @ b + _c(buffers["c"])
-    [expected] = getattr(fr, f"{name}_expected")({k: v for k, v in buffers.items() if isinstance(v, bytes)})
+    [expected] = getattr(fp_probes, f"{name}_expected")({k: v for k, v in buffers.items() if isinstance(v, bytes)})
     assert expected.values == _in_d_order(d)
 
 
 def test_the_conversion_probe_expects_what_ml_dtypes_rounds_to():
-    buffers = fr.e2m1_cvt_inputs()
-    [expected] = fr.e2m1_cvt_expected({"in": buffers["in"]})
+    buffers = fp_probes.e2m1_cvt_inputs()
+    [expected] = fp_probes.e2m1_cvt_expected({"in": buffers["in"]})
     floats = struct.unpack(f"<{len(buffers['in']) // 4}f", buffers["in"])
     for i, want in enumerate(expected.values):
         hi, lo = floats[2 * i], floats[2 * i + 1]
         for x, nibble in ((hi, want >> 4), (lo, want & 0xF)):
-            assert nibble == (fr.E2M1_MAX_CODE if math.isnan(x) else _e2m1_by_ml_dtypes(x)), (i, x)
+            assert nibble == (fp_formats.E2M1_MAX_CODE if math.isnan(x) else _e2m1_by_ml_dtypes(x)), (i, x)
 
 
 # ---- the exactness guard of mma_reference -----------------------------------------------------------
@@ -194,19 +196,19 @@ def test_a_block_scaled_result_the_reference_accepts_is_exact_in_f32(data):
     f32 that needs no rounding in any order; numpy's float64 sum of the same terms is the same number."""
     k, block = 8, data.draw(st.sampled_from([2, 4, 8]))
     codes = st.integers(0, 15)
-    a = [[fr.e2m1_decode(data.draw(codes)) for _ in range(k)] for _ in range(2)]
-    b = [[fr.e2m1_decode(data.draw(codes))] for _ in range(k)]
-    scale = st.one_of(st.integers(120, 134), st.integers(0, 254)).map(fr.ue8m0_decode)  # mostly near 1, and the ends
+    a = [[fp_formats.e2m1_decode(data.draw(codes)) for _ in range(k)] for _ in range(2)]
+    b = [[fp_formats.e2m1_decode(data.draw(codes))] for _ in range(k)]
+    scale = st.one_of(st.integers(120, 134), st.integers(0, 254)).map(fp_formats.ue8m0_decode)  # mostly near 1, and the ends
     sa = [[data.draw(scale) for _ in range(k // block)] for _ in range(2)]
     sb = [[data.draw(scale)] for _ in range(k // block)]
     try:
-        d = fr.mma_reference(a, b, [[0.0], [0.0]], sa, sb, block)
+        d = fp_mma.mma_reference(a, b, [[0.0], [0.0]], sa, sb, block)
     except ValueError:
         return
     want = (np.array(a) * np.repeat(sa, block, axis=1)) @ (np.array(b) * np.repeat(sb, block, axis=0))
     for row in range(2):
         assert d[row][0] == want[row][0]
-        assert fr.is_exact_f32(d[row][0]) and struct.unpack("<f", struct.pack("<f", d[row][0]))[0] == d[row][0]
+        assert struct.unpack("<f", struct.pack("<f", d[row][0]))[0] == d[row][0]
         assert d[row][0] == 0 or abs(d[row][0]) >= 2.0**-126  # never a subnormal an FTZ tensor core would flush
 
 
@@ -216,4 +218,4 @@ def test_a_block_scaled_result_the_reference_accepts_is_exact_in_f32(data):
 ])
 def test_mma_reference_refuses_results_outside_f32(a, b, why):
     with pytest.raises(ValueError, match="f32"):
-        fr.mma_reference(a, b, [[0.0]])
+        fp_mma.mma_reference(a, b, [[0.0]])

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from sparkdoctor import cuda_driver, fp_reference, kernels
+from sparkdoctor import cuda_driver, kernels
 from sparkdoctor.collect import Context
 from sparkdoctor.facts import Facts
+from sparkdoctor.fp_reference import probes as fp_probes
 from sparkdoctor.targets.local import PythonTarget
 
 DATA = Path(__file__).parent / "data" / "h100"
@@ -506,7 +507,7 @@ def _reference_outputs(probe_entry: str, request: dict, corrupt: bool = False) -
     probe = next(p for p in kernels.load_probes() if p.entry == probe_entry)
     inputs = {b["name"]: bytes.fromhex(b["hex"]) for b in request["buffers"] if "hex" in b}
     outputs = {}
-    for expected in getattr(fp_reference, probe.reference)(inputs):
+    for expected in getattr(fp_probes, probe.reference)(inputs):
         values = list(expected.values)
         if corrupt:
             values[5] = values[5] + 1 if expected.fmt == "f" else values[5] ^ 0x1
@@ -602,8 +603,8 @@ def test_h100_evidence_fp8_run_matches_the_reference_recomputed_here():
     )
     inputs = {k: bytes.fromhex(v) for k, v in run["inputs"].items()}
     # the evidence was made from today's generator and today's reference agrees with the GPU
-    assert inputs == {k: v for k, v in fp_reference.fp8_mma_inputs().items() if isinstance(v, bytes)}
-    [expected] = fp_reference.fp8_mma_expected(inputs)
+    assert inputs == {k: v for k, v in fp_probes.fp8_mma_inputs().items() if isinstance(v, bytes)}
+    [expected] = fp_probes.fp8_mma_expected(inputs)
     ok, note = expected.compare(bytes.fromhex(run["outputs"]["d"]))
     assert ok, note
     # and it is not a trivial result

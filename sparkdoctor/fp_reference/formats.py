@@ -83,7 +83,3 @@ def f32_bits(x: float) -> int:
 def f32_from_bits(bits: int) -> float:
     return struct.unpack("<f", struct.pack("<I", bits))[0]
 
-
-def is_exact_f32(x: float) -> bool:
-    return math.isnan(x) or struct.unpack("<f", struct.pack("<f", x))[0] == x
-

@@ -129,11 +129,11 @@ def reference_function(probe: Probe, field_name: str) -> Callable[..., Any]:
     """The fp_reference function a probe's `inputs` / `reference` field names (imported only when
     a GPU run needs it: `check` stays fast without one)."""
     # imported on use: check loads sparkdoctor.fp_reference only on the runs that get here
-    from sparkdoctor import fp_reference
+    from sparkdoctor.fp_reference import probes
 
-    fn: Callable[..., Any] | None = getattr(fp_reference, getattr(probe, field_name), None)
+    fn: Callable[..., Any] | None = getattr(probes, getattr(probe, field_name), None)
     if not callable(fn):
-        raise ProbeError(f"{probe.path}: header field '{field_name}' names no function of sparkdoctor.fp_reference")
+        raise ProbeError(f"{probe.path}: header field '{field_name}' names no function of sparkdoctor.fp_reference.probes")
     return fn
 
 
