@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 RATCHET = 0  # modules mypy does not check (42 on 2026-11-26, none on 2026-11-28): none, and none may come back
 IMPORTS_AGAINST = 0  # imports the import contracts let through (2026-11-28): none, and none may come back
 ANY = 406  # `Any` in sparkdoctor/ (1,150 on 2026-11-28, 406 on 2026-11-29): it may only go down
-LINES = 54_400  # lines in sparkdoctor/**/*.py (issue 36 asks < 37,900; 54,357 when set, 54,400 after that day's fixes): only down
+LINES = 54_368  # lines in sparkdoctor/**/*.py (issue 36 asks < 37,900; 54,357 when set, 54,400 after the 12-03 fixes, 54,368 after its cuts): only down
 CONTRACTS = {"layers", "documents-down", "views-below-commands", "verbs-independent", "stores-independent"}
 
 
