@@ -105,10 +105,6 @@ def _installed(inventory: Inventory, names: list[str]) -> list[Dist]:
     return [d for d in (inventory.get(n) for n in names) if d is not None]
 
 
-def _dist_paths(inventory: Inventory, names: list[str]) -> dict[str, list[str]]:
-    return {d.key: [str(p) for p in d.paths()] for d in _installed(inventory, names)}
-
-
 def _room_for(files: FileTransport, paths: list[str]) -> None:
     """Before the journal copies the touched dists' files: one line when they are more bytes than its folder's disk has
     free. A 64 GB sparse file a RECORD lists was copied out in full (a copy is not sparse) until the disk was full,
@@ -179,7 +175,7 @@ def apply(target: Target, plan: Plan, inventory: Inventory, installer: Installer
             moved = [f"{k} {was.get(k) or '-'} -> {got.get(k) or '-'}" for k in sorted(set(was) | set(got)) if was.get(k) != got.get(k)]
             raise UnchangedError(f"the target changed since the plan was made ({', '.join(moved[:3])}"
                                  f"{', ...' if len(moved) > 3 else ''}): run the fix again; nothing was changed")
-        dist_paths = _dist_paths(inventory, plan.touched)
+        dist_paths = {d.key: [str(p) for p in d.paths()] for d in _installed(inventory, plan.touched)}
         unique = list(dict.fromkeys(p for paths in dist_paths.values() for p in paths))
         try:  # before any file is hashed or copied: a RECORD row or a link out of the target would put a file of the home folder in it
             refuse_outside(unique, now, label, sides["target"])

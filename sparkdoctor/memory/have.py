@@ -161,7 +161,7 @@ def read_have(root: Path | None = None, nvml: list[dict[str, Any]] | None = None
         missing = [name for name, key in (("MemTotal", "total_kib"), ("MemAvailable", "available_kib")) if mem.get(key) is None]
         if missing:  # MemAvailable is from Linux 3.14; a garbled or cut file lacks both
             errors.append(f"{root / 'proc/meminfo'} has no {' or '.join(missing)}: the memory the box has is unknown")
-    fields = _meminfo_fields(root)
+    fields = meminfo_fields(_small(root / "proc" / "meminfo") or "")
     have = Have(str(root), kib_bytes(mem.get("total_kib")), kib_bytes(fields.get("MemFree")), kib_bytes(mem.get("available_kib")),
                 kib_bytes(mem.get("reclaimable_kib")), kib_bytes(mem.get("swap_total_kib")), kib_bytes(mem.get("swap_used_kib")),
                 errors=errors)
@@ -211,10 +211,6 @@ def _small(path: Path) -> str | None:
             return fh.read(MAX_SMALL).decode("utf-8", errors="replace") if stat.S_ISREG(os.fstat(fd).st_mode) else None
         except OSError:
             return None
-
-
-def _meminfo_fields(root: Path) -> dict[str, int]:
-    return meminfo_fields(_small(root / "proc" / "meminfo") or "")
 
 
 def meminfo_fields(text: str) -> dict[str, int]:

@@ -157,7 +157,7 @@ def classify(kernel_text: str = "", server_lines: list[str] | None = None, *, si
         pm.cause, pm.summary = "hang", "the server stopped answering" + (f"; the kernel reported {len(hangs)} hung task(s)" if hangs else "")
         pm.evidence = [f"kernel: {e.line}" for e in hangs[:3]] or ["server: alive but not answering"]
         pm.avoid = ("--enforce-eager (no CUDA-graph capture or compile to stall in)"
-                    + (f"; memory ran low during it: {lower}" if _low(pm) else ""))
+                    + (f"; memory ran low during it: {lower}" if pm.lowest_available_bytes is not None and pm.lowest_available_bytes < 4 * GIB else ""))
         if not hangs and lines:  # nothing says it stalled: it may still have been starting when the wait ran out
             pm.evidence.append(f"server: its last line: {lines[-1]}")
             pm.avoid = ("a longer --ready-timeout if its last line shows it still starting (a first start compiles and "
@@ -243,10 +243,6 @@ def _rose_to_the_end(samples: list[Sample], high_water: int | None, limit: int |
            f"mark) between {before.seconds:.1f} s and {top.seconds:.1f} s" if rising else
            f"stood at {top.server_rss_bytes / GIB:.2f} GiB (its high-water mark) at {top.seconds:.1f} s")
     return f"the server's resident size {how}{of_limit}, just before it died{avail}"
-
-
-def _low(pm: PostMortem) -> bool:
-    return pm.lowest_available_bytes is not None and pm.lowest_available_bytes < 4 * GIB
 
 
 def after_launch(error: object, since: float | None, root: Path | None = None, largest_utilization: float | None = None) -> PostMortem | None:

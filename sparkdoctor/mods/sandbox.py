@@ -137,10 +137,6 @@ def _digest_file(root: Path, path: Path, out: dict[str, str]) -> None:
         out[rel] = f"unreadable: {exc.strerror or exc}"
 
 
-def _system_path(path: str) -> bool:
-    return any(Path(os.path.realpath(path)).is_relative_to(top) for top in SYSTEM)
-
-
 def _copy_mod(mod_dir: Path, work: Path) -> None:
     """The mod folder copied (links as links), or a mod that is one script copied alone (the folder it lies in is
     no part of it: `mods check ~/fix.sh` gave the script the home, ~/.ssh with it); a FIFO, device or socket in it
@@ -167,7 +163,7 @@ def _mount_args(target: str, source: Path) -> list[str]:
     anchor = Path(target)
     while not anchor.exists() and anchor != anchor.parent:
         anchor = anchor.parent
-    if anchor == Path(target) or not _system_path(str(anchor)):
+    if anchor == Path(target) or not any(Path(os.path.realpath(anchor)).is_relative_to(top) for top in SYSTEM):
         return ["--bind", str(source), target]
     args = ["--size", str(TMPFS_BYTES), "--tmpfs", str(anchor)]
     for entry in sorted(os.listdir(anchor)):

@@ -45,6 +45,20 @@ def loads_code(name: str) -> bool:
     return name.upper().startswith(CODE_LOADING_PREFIXES) or name.upper() in CODE_LOADING_NAMES
 
 
+# A child that runs third-party code (the target's nvidia-cutlass-dsl compiling probes/cutedsl/, in the target or in
+# whatif's throwaway venv) gets these of the environment, never os.environ whole: no HF_TOKEN, GITHUB_TOKEN, AWS_*,
+# OPENAI_API_KEY or SSH_AUTH_SOCK reaches it. CUTE_DSL_* decide what the DSL compiles (the probe's cache key holds them).
+THIRD_PARTY_PROBES = frozenset({"cutedsl"})
+KEPT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "LD_LIBRARY_PATH", "LC_", "CUDA_",
+        "NVIDIA_", "CUTE_DSL_", "SPARKDOCTOR_CUTEDSL_")
+INSTALLER = ("UV_", "SSL_CERT_", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY")  # + uv: an index
+
+
+def third_party_env(*also: str) -> dict[str, str]:
+    """The part of this environment in KEPT or `also` (a name, or a prefix ending in "_") for third-party code."""
+    return {k: v for k, v in os.environ.items() if any(k.upper() == n or n[-1] == "_" and k.upper().startswith(n) for n in (*KEPT, *also))}
+
+
 HASH_BUDGET = 8.0
 """A cold run hashes ~0.7 GB on a full vLLM venv (2-3 s here). On a slow disk the probe stops hashing
 at this budget, reports the rest as unverified and goes on from the cache next time, rather than

@@ -43,7 +43,9 @@ class PythonTarget:
         environment (sparkdoctor.targets.early), else a new one."""
         from sparkdoctor.targets import early
 
-        full_env = {**os.environ, **(env or {})}
+        # the user's PYTHONPATH is part of the target: the DSL it finds is the one the user's programs import
+        base = early.third_party_env("PYTHONPATH") if probe_name(script) in early.THIRD_PARTY_PROBES else os.environ
+        full_env = {**base, **(env or {})}
         argv = early.script_argv(self.python, str(script), args)  # -S -B: no site (no .pth code), no .pyc left behind
         started = early.take(probe_name(script), argv, full_env)
         with _LIVENESS_LOCK:

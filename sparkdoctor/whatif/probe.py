@@ -21,6 +21,7 @@ from sparkdoctor import proc
 from sparkdoctor.facts import Facts
 from sparkdoctor.inputs import NUMBER_TOO_LONG, json_lines
 from sparkdoctor.locations import data_dir
+from sparkdoctor.targets import early
 from sparkdoctor.text import clip
 
 INSTALL_TIMEOUT = 900.0
@@ -105,12 +106,12 @@ def probe_cutedsl(facts: Any, arch: str, python: str = sys.executable) -> ProbeR
         venv = Path(tmp) / "venv"
         py = str(venv / "bin" / "python")
         for argv in [[uv, "venv", "-q", "--python", python, str(venv)], *layout_steps(uv, py, dists, LIBS.get(active or ""))]:
-            done = proc.run(argv, timeout=INSTALL_TIMEOUT)
+            done = proc.run(argv, timeout=INSTALL_TIMEOUT, env=early.third_party_env(*early.INSTALLER))
             if not done.ok:
                 why = clip((done.stderr or "").strip(), 300, tail=True)
                 out.error = f"could not run: {' '.join(argv[1:4])} failed: {done.describe_failure()}: {why}"
                 return out
-        done = proc.run([py, "-B", str(data_dir("probes") / "cutedsl" / "__main__.py"), "--arch", arch], timeout=PROBE_TIMEOUT)
+        done = proc.run([py, "-B", str(data_dir("probes") / "cutedsl" / "__main__.py"), "--arch", arch], timeout=PROBE_TIMEOUT, env=early.third_party_env())
         rows, too_long = json_lines((done.stdout or "").splitlines())
         for row in rows:
             if isinstance(row, dict) and "kernel" in row:
