@@ -113,9 +113,7 @@ def parse_probe(path: Path) -> Probe:
 def load_probes(folder: Path | None = None) -> list[Probe]:
     folder = folder or probes_dir()
     probes = [parse_probe(p) for p in sorted(folder.glob("*.ptx"))]
-    seen: set[str] = set()
-    for p in probes:
-        if p.id in seen:
-            raise ProbeError(f"{p.path}: probe id '{p.id}' is used twice")
-        seen.add(p.id)
+    twice = next((p for i, p in enumerate(probes) if p.id in {q.id for q in probes[:i]}), None)  # a few probes: quadratic is fine
+    if twice:
+        raise ProbeError(f"{twice.path}: probe id '{twice.id}' is used twice")
     return probes
