@@ -91,8 +91,9 @@ def load_inventory(path: Path, python: str | None, container: str | None, runtim
     if str(path).startswith("sparkrun:"):
         path = sparkrun_cluster(str(path)[len("sparkrun:"):])
     try:
-        # never open() it: a FIFO with no writer would block the launch gate forever; a pipe with one is read
-        text = read_text(path, MAX_INVENTORY_BYTES, stream=True)
+        # never open() it: a FIFO with no writer would block the launch gate forever; a pipe with one is read. A
+        # byte-order mark (Windows editors) is passed over: it made TOML invalid and stuck to the first host's name
+        text = read_text(path, MAX_INVENTORY_BYTES, stream=True).removeprefix("\ufeff")
     except OSError as exc:
         raise InventoryError(f"--inventory {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

@@ -103,3 +103,21 @@ def test_a_cluster_file_yaml_refuses_names_the_file_once_and_no_recipe(tmp_path)
             load_inventory(path, None, None, "docker")
         line = str(caught.value)
         assert line.count(name) == 1 and "recipe" not in line, line
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("nodes.toml", '[[node]]\nhost = "spark-1"\n\n[[node]]\nhost = "spark-2"\n'),
+    ("hosts.txt", "spark-1\nspark-2  # the second\n"),
+    (".env", 'CLUSTER_NODES="spark-1,spark-2"\n'),
+    ("ring.yaml", "name: ring\nhosts:\n- spark-1\n- spark-2\n"),
+])
+def test_an_inventory_begun_with_a_byte_order_mark_reads_as_without_it(tmp_path, name, text):
+    """Windows editors begin a file with a UTF-8 byte-order mark: the TOML inventory was refused as "Invalid statement",
+    and in a host list the mark became part of the first host's name."""
+    (plain := tmp_path / "plain").mkdir()
+    (marked := tmp_path / "marked").mkdir()
+    (plain / name).write_text(text)
+    (marked / name).write_bytes(b"\xef\xbb\xbf" + text.encode())
+    expected = [n.name for n in load_inventory(plain / name, None, None, "docker")]
+    assert expected == ["spark-1", "spark-2"]
+    assert [n.name for n in load_inventory(marked / name, None, None, "docker")] == expected
