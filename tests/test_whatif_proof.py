@@ -134,6 +134,22 @@ def test_probe_compiles_the_cutedsl_kernels_with_the_proposed_set_and_the_answer
     print(f"\n4.5.0 libs-base: {before}\n4.5.2 libs-cu13: {after}")
 
 
+def test_probe_installs_trust_the_systems_certificates_as_pip_does(monkeypatch):
+    """uv trusts only its own bundled roots unless told otherwise; pip (truststore) trusts the system's store. Where TLS
+    is intercepted by a proxy the machine trusts (a company network, this CI's) and no SSL_CERT_FILE is set, the probe's
+    installs failed with uv's `UnknownIssuer` while the user's pip worked. Without a proxy this passes either way."""
+    from types import SimpleNamespace
+
+    from sparkdoctor.whatif.probe import probe_cutedsl
+
+    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "UV_SYSTEM_CERTS", "UV_NATIVE_TLS"):
+        monkeypatch.delenv(name, raising=False)
+    libs = {f"nvidia-cutlass-dsl-{b}": {"version": "4.5.2"} for b in ("libs-base", "libs-cu13")}
+    facts = SimpleNamespace(packages={"nvidia-cutlass-dsl": {"version": "4.5.2"}, **libs}, cutedsl={"active_build": "libs-cu13"})
+    run = probe_cutedsl(facts, "sm_121a")
+    assert run.error is None and run.kernels, run.error
+
+
 def test_whatif_probe_verb_reports_the_kernels_today_and_after(tmp_path, monkeypatch):
     """The verb end to end with --probe: a venv holding nvidia-cutlass-dsl 4.5.0 (libs-base), cached (tests/venvs.py)."""
     import json

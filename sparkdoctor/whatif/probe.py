@@ -25,6 +25,8 @@ from sparkdoctor.targets import early
 from sparkdoctor.text import clip
 
 INSTALL_TIMEOUT = 900.0
+# uv trusts its bundled roots only; pip (truststore) trusts the system store: so do these installs (a TLS proxy the box trusts)
+UV_TRUST = {"UV_SYSTEM_CERTS": "1", "UV_NATIVE_TLS": "1"}  # the name in newer uv, and in older (the user's own win)
 PROBE_TIMEOUT = 600.0
 VERDICT = {"ok": "compiled", "refused": "refused", "fail": "refused"}
 LIBS = {"libs-cu13": "nvidia-cutlass-dsl-libs-cu13", "libs-base": "nvidia-cutlass-dsl-libs-base", "libs-cu12": "nvidia-cutlass-dsl-libs-cu12"}
@@ -106,7 +108,7 @@ def probe_cutedsl(facts: Any, arch: str, python: str = sys.executable) -> ProbeR
         venv = Path(tmp) / "venv"
         py = str(venv / "bin" / "python")
         for argv in [[uv, "venv", "-q", "--python", python, str(venv)], *layout_steps(uv, py, dists, LIBS.get(active or ""))]:
-            done = proc.run(argv, timeout=INSTALL_TIMEOUT, env=early.third_party_env(*early.INSTALLER))
+            done = proc.run(argv, timeout=INSTALL_TIMEOUT, env={**UV_TRUST, **early.third_party_env(*early.INSTALLER)})
             if not done.ok:
                 why = clip((done.stderr or "").strip(), 300, tail=True)
                 out.error = f"could not run: {' '.join(argv[1:4])} failed: {done.describe_failure()}: {why}"
