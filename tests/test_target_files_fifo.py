@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 SWAPPED = """
@@ -31,27 +33,18 @@ def _child(code: str, *args: Path) -> subprocess.CompletedProcess:
                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CPU, (30, 30)))
 
 
-def test_export_of_a_fifo_swapped_in_after_the_check_is_one_line_not_a_wait(tmp_path):
+@pytest.mark.parametrize(("copy", "said"), [
+    ("files.LocalFiles().export([fifo], dest)\nexcept files.FileError as exc:", "cannot copy"),
+    ("import io; fileops.export_tar([fifo], io.BytesIO())\nexcept fileops.OpError as exc:", "cannot read"),
+], ids=["export", "export_tar"])
+def test_a_copy_of_a_fifo_swapped_in_after_the_check_is_one_line_not_a_wait(tmp_path, copy, said):
     os.mkfifo(fifo := tmp_path / "a.so")
-    done = _child(SWAPPED + """
+    done = _child(SWAPPED + f"""
 try:
-    files.LocalFiles().export([fifo], dest)
-except files.FileError as exc:
+    {copy}
     print(exc)
 """, fifo, tmp_path)
-    assert done.returncode == 0 and done.stdout == f"{fifo}: cannot copy: not a regular file (a FIFO, a device or a folder)\n", done
-
-
-def test_export_tar_of_a_fifo_swapped_in_is_one_line_not_a_wait(tmp_path):
-    os.mkfifo(fifo := tmp_path / "a.so")
-    done = _child(SWAPPED + """
-import io
-try:
-    fileops.export_tar([fifo], io.BytesIO())
-except fileops.OpError as exc:
-    print(exc)
-""", fifo, tmp_path)
-    assert done.returncode == 0 and done.stdout == f"{fifo}: cannot read: not a regular file (a FIFO, a device or a folder)\n", done
+    assert done.returncode == 0 and done.stdout == f"{fifo}: {said}: not a regular file (a FIFO, a device or a folder)\n", done
 
 
 def test_read_and_hash_of_a_fifo_are_refused_not_waited_on(tmp_path):

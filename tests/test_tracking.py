@@ -519,6 +519,14 @@ def test_a_file_gone_from_a_release_above_a_closed_range_agrees_with_the_bound(t
     assert e.verdict == "check-broken" and "no member matches" in e.why
 
 
+def _track_eng_kern_dsl(reg, tmp_path: Path):
+    """`track` of a matrix tracking eng 1.0.0, kern 0.7.4 and dsl 4.8.0 against `reg`."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "tracking.toml").write_text('component = "tracking"\n[tracked]\neng = "1.0.0"\nkern = "0.7.4"\ndsl = "4.8.0"\n')
+    return track(load(folder), reader_for(reg, tmp_path))
+
+
 def test_a_conflict_is_read_on_the_release_pinned_not_the_newest(tmp_path):
     """vLLM 0.33.0 pins flashinfer-python 0.7.2.post1 although 0.7.4 is out: the [b12x] pin of 0.7.2.post1 is what a
     pip install of that vLLM meets."""
@@ -529,10 +537,7 @@ def test_a_conflict_is_read_on_the_release_pinned_not_the_newest(tmp_path):
         reg.add("kern", build_wheel(wheels, "kern", "0.7.2.post1", {"kern/x.py": b""}, requires=('dsl==4.7.1; extra == "b12x"',)))
         reg.add("kern", build_wheel(wheels, "kern", "0.7.4", {"kern/x.py": b""}, requires=('dsl>=4.8.0; extra == "b12x"',)))
         reg.add("dsl", build_wheel(wheels, "dsl", "4.8.0", {"dsl/x.py": b""}))
-        folder = tmp_path / "m"
-        folder.mkdir()
-        (folder / "tracking.toml").write_text('component = "tracking"\n[tracked]\neng = "1.0.0"\nkern = "0.7.4"\ndsl = "4.8.0"\n')
-        result = track(load(folder), reader_for(reg, tmp_path))
+        result = _track_eng_kern_dsl(reg, tmp_path)
     [conflict] = result.pin_conflicts
     assert conflict["with"] == "kern[b12x] 0.7.2.post1" and conflict["specs"] == "==4.8.0 against ==4.7.1"
 
@@ -546,10 +551,7 @@ def test_a_pin_on_a_release_the_index_does_not_list_is_a_stack_pip_cannot_instal
         reg.add("eng", build_wheel(wheels, "eng", "1.0.0", {"eng/x.py": b""}, requires=("kern==0.7.3", "dsl==4.8.0")))
         reg.add("kern", build_wheel(wheels, "kern", "0.7.4", {"kern/x.py": b""}, requires=('dsl>=4.8.0; extra == "b12x"',)))
         reg.add("dsl", build_wheel(wheels, "dsl", "4.8.0", {"dsl/x.py": b""}))
-        folder = tmp_path / "m"
-        folder.mkdir()
-        (folder / "tracking.toml").write_text('component = "tracking"\n[tracked]\neng = "1.0.0"\nkern = "0.7.4"\ndsl = "4.8.0"\n')
-        result = track(load(folder), reader_for(reg, tmp_path))
+        result = _track_eng_kern_dsl(reg, tmp_path)
     [conflict] = result.pin_conflicts
     assert conflict["release"] == "eng 1.0.0" and conflict["with"] == "kern 0.7.3" and conflict["specs"] == "==0.7.3 (not on the index)"
     assert conflict["why"].endswith("pip cannot install eng==1.0.0")
@@ -568,10 +570,7 @@ def test_an_arbitrary_equality_pin_in_a_release_is_read_never_a_crash(tmp_path, 
         reg.add("kern", build_wheel(wheels, "kern", "0.7.2.post1", {"kern/x.py": b""}, requires=('dsl==4.7.1; extra == "b12x"',)))
         reg.add("kern", build_wheel(wheels, "kern", "0.7.4", {"kern/x.py": b""}, requires=('dsl>=4.8.0; extra == "b12x"',)))
         reg.add("dsl", build_wheel(wheels, "dsl", "4.8.0", {"dsl/x.py": b""}))
-        folder = tmp_path / "m"
-        folder.mkdir()
-        (folder / "tracking.toml").write_text('component = "tracking"\n[tracked]\neng = "1.0.0"\nkern = "0.7.4"\ndsl = "4.8.0"\n')
-        result = track(load(folder), reader_for(reg, tmp_path))
+        result = _track_eng_kern_dsl(reg, tmp_path)
     assert [c["with"] for c in result.pin_conflicts] == (["kern[b12x] 0.7.2.post1"] if conflict else [])
     assert result.pin_errors == []
 
